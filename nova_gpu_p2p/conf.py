@@ -1,0 +1,229 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The ``[gpu_p2p]`` option group of nova.conf."""
+
+from oslo_config import cfg
+from oslo_config import types
+
+from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p import pci_address
+
+GROUP = cfg.OptGroup(
+    'gpu_p2p',
+    title='nova-gpu-p2p options',
+    help='NVIDIA GPUDirect P2P cliques, PCIe expander buses and NUMA-correct '
+         'device placement for libvirt guests, used by the '
+         'gpu_p2p.GPUP2PLibvirtDriver compute driver.')
+
+P2P_LEVELS = (
+    ('NV', 'NVLink between the two GPUs'),
+    ('PIX', 'at most one PCIe switch between the two GPUs'),
+    ('PXB', 'several PCIe switches, but no host bridge'),
+    ('PHB', 'through one PCIe host bridge (root complex)'),
+    ('NODE', 'across PCIe root complexes within one NUMA node'),
+    ('SYS', 'across NUMA nodes (the SMP interconnect between sockets)'),
+)
+
+
+class _ParsedType(types.ConfigType):
+    """Base of our value types: equal by class, written back with str()."""
+
+    TYPE_NAME = 'value'
+
+    def __init__(self) -> None:
+        super().__init__(type_name=self.TYPE_NAME)
+
+    def _formatter(self, value) -> str:
+        return str(value)
+
+    def __eq__(self, other) -> bool:
+        return self.__class__ == other.__class__
+
+
+class CliqueAssignment(_ParsedType):
+    """One ``clique_map`` entry, ``BDF:ID``, parsed to ``(address, id)``."""
+
+    TYPE_NAME = 'clique assignment value'
+
+    def __call__(self, value):
+        if isinstance(value, tuple):
+            return value
+        address, sep, clique = value.strip().rpartition(':')
+        if not sep or not clique.isdigit():
+            raise ValueError(
+                f"'{value}' is not BDF:ID (for example 0000:81:00.0:0)")
+        clique_id = int(clique)
+        if clique_id > extra_specs.MAX_CLIQUE_ID:
+            raise ValueError(
+                f"clique ID {clique_id} in '{value}' is out of range: QEMU "
+                f"accepts 0 to {extra_specs.MAX_CLIQUE_ID}")
+        return pci_address.normalize(address), clique_id
+
+    def _formatter(self, value) -> str:
+        return '%s:%d' % value if isinstance(value, tuple) else str(value)
+
+
+class PCIHole64(_ParsedType):
+    """``auto``, ``off`` or a size in GiB (a positive integer)."""
+
+    TYPE_NAME = 'pcihole64 value'
+    CHOICES = ('auto', 'off')
+
+    def __call__(self, value):
+        if isinstance(value, int):
+            size = value
+        else:
+            text = str(value).strip()
+            if text in self.CHOICES:
+                return text
+            if not text.isdigit():
+                raise ValueError(
+                    f"'{value}' is not auto, off or a size in GiB "
+                    f"(a positive integer)")
+            size = int(text)
+        if size < 1:
+            raise ValueError(
+                f"pcihole64 size must be at least 1 GiB, got {size}")
+        return size
+
+
+OPTS = [
+    cfg.StrOpt(
+        'topology_backend',
+        default='sysfs',
+        help='How the host GPU topology is discovered: the name of a '
+             'backend in the nova_gpu_p2p.topology entry point namespace. '
+             '"sysfs" reads the PCI tree under sysfs_root and works while '
+             'the GPUs are bound to vfio-pci; "static" reads '
+             'static_topology_file, written by the operator or captured '
+             'on bare metal; "nvml" asks the NVIDIA driver (only when the '
+             'GPUs are visible to it) and adds NVLink.'),
+    cfg.StrOpt(
+        'sysfs_root',
+        default='/sys',
+        help='Directory that the sysfs backend reads as /sys. Only tests '
+             'and offline analysis of a captured host point it elsewhere.'),
+    cfg.StrOpt(
+        'static_topology_file',
+        help='File read by the static topology backend. Required when '
+             'topology_backend is "static".'),
+    cfg.StrOpt(
+        'p2p_level',
+        default='PXB',
+        choices=P2P_LEVELS,
+        help='The farthest link at which two GPUs still count as P2P '
+             'capable and may share a clique, in nvidia-smi topo -m and '
+             'NCCL_P2P_LEVEL terms, nearest first.'),
+    cfg.StrOpt(
+        'acs_policy',
+        default='route',
+        choices=(
+            ('route', 'ACS P2P Request Redirect enabled on a PCIe switch '
+                      'downstream port in a pair\'s path sends that pair\'s '
+                      'traffic up through the root complex, so the pair '
+                      'counts as PHB at best'),
+            ('ignore', 'ACS settings are not considered'),
+        ),
+        help='How PCIe Access Control Services settings found on the host '
+             'change the P2P link class of GPU pairs.'),
+    cfg.ListOpt(
+        'clique_map',
+        default=[],
+        item_type=CliqueAssignment(),
+        help='Operator assertion of the clique ID of individual GPUs, as a '
+             'comma separated list of PCI_ADDRESS:CLIQUE_ID, for example '
+             '"0000:81:00.0:0,0000:82:00.0:0". Wins over the discovered '
+             'topology. Clique IDs are 0 to 15.'),
+    cfg.StrOpt(
+        'expander_bus_grouping',
+        default='root_complex',
+        choices=(
+            ('root_complex', 'one pcie-expander-bus per host PCIe root '
+                             'complex, with that complex\'s NUMA node'),
+            ('numa', 'one pcie-expander-bus per host NUMA node'),
+        ),
+        help='How passthrough devices are grouped onto guest PCIe expander '
+             'buses when a flavor sets hw:gpu_numa_affinity.'),
+    cfg.ListOpt(
+        'align_device_types',
+        default=['gpu', 'nic'],
+        item_type=types.String(choices=('gpu', 'nic', 'all')),
+        help='Which passthrough devices follow their host locality onto '
+             'guest expander buses: "gpu" (NVIDIA and other display-class '
+             'devices), "nic" (network devices, SR-IOV VFs and PFs '
+             'included), "all" (every passthrough PCI device).'),
+    cfg.BoolOpt(
+        'guest_numa_distances',
+        default=True,
+        help='Copy the host NUMA distances (ACPI SLIT) into the guest NUMA '
+             'cells that Nova mapped, so the guest sees which cells are '
+             'near each other.'),
+    cfg.Opt(
+        'pcihole64',
+        type=PCIHole64(),
+        default='auto',
+        help='Size of the q35 guest\'s 64-bit PCI hole when devices are '
+             'placed under expander buses: "auto" sizes it from the '
+             'devices\' 64-bit BARs, within the guest\'s physical address '
+             'bits; "off" leaves QEMU\'s default; an integer is a size in '
+             'GiB.'),
+    cfg.BoolOpt(
+        'report_traits',
+        default=True,
+        help='Report the CUSTOM_GPU_P2P* and CUSTOM_GPU_NUMA_AFFINITY '
+             'placement traits on the compute node resource provider. When '
+             'False, those traits are removed; other traits are never '
+             'touched.'),
+]
+
+
+class InvalidConfig(Exception):
+    """nova-compute must not start with these ``[gpu_p2p]`` options.
+
+    Deliberately not a ValueError: Nova's driver loader reports any
+    ValueError as "driver is not of type ComputeDriver", which would hide
+    the real reason from the operator.
+    """
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(GROUP)
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def validate(conf: cfg.ConfigOpts) -> None:
+    """Read every option now, so a bad value stops nova-compute at start-up.
+
+    oslo.config parses a value only when it is first read; without this a
+    typo would surface at the first GPU boot instead. Raises oslo.config's
+    InvalidConfig carrying oslo.config's own message, which names the
+    option, the file and the allowed values, or naming the options that
+    contradict each other.
+    """
+    group = conf[GROUP.name]
+    for opt in OPTS:
+        try:
+            getattr(group, opt.dest)
+        except ValueError as exc:
+            raise InvalidConfig(f'[{GROUP.name}] {opt.dest}: {exc}') from exc
+    if group.topology_backend == 'static' and not group.static_topology_file:
+        raise InvalidConfig(
+            '[gpu_p2p] topology_backend = static needs [gpu_p2p] '
+            'static_topology_file to name the topology file')
+
+
+def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
+    """oslo-config-generator's hook (``oslo.config.opts`` entry point)."""
+    return [(GROUP, OPTS)]

@@ -1,0 +1,43 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The compute driver: Nova's libvirt driver plus GPU P2P awareness.
+
+Nova loads it with ``[DEFAULT] compute_driver = gpu_p2p.GPUP2PLibvirtDriver``
+(see the shim ``nova/virt/gpu_p2p.py``). Everything it decides is computed by
+plain functions in this package; this class only connects them to Nova.
+"""
+
+from nova import conf as nova_conf
+from nova.virt.libvirt import driver as libvirt_driver
+from oslo_log import log as logging
+
+from nova_gpu_p2p import conf
+
+CONF = nova_conf.CONF
+LOG = logging.getLogger(__name__)
+
+conf.register_opts(CONF)
+
+
+class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
+    """Nova's LibvirtDriver, refusing to start on a bad ``[gpu_p2p]``."""
+
+    def __init__(self, virtapi, read_only: bool = False) -> None:
+        conf.validate(CONF)
+        super().__init__(virtapi, read_only=read_only)
+        LOG.info('nova-gpu-p2p driver loaded: topology_backend=%s, '
+                 'p2p_level=%s, acs_policy=%s',
+                 CONF.gpu_p2p.topology_backend, CONF.gpu_p2p.p2p_level,
+                 CONF.gpu_p2p.acs_policy)

@@ -1,0 +1,40 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""PCI addresses as operators type them and as sysfs spells them."""
+
+import re
+
+_ADDRESS = re.compile(
+    r'^(?:(?P<domain>[0-9a-fA-F]{1,4}):)?(?P<bus>[0-9a-fA-F]{1,2}):'
+    r'(?P<slot>[0-9a-fA-F]{1,2})\.(?P<function>[0-7])$')
+
+
+def normalize(text: str) -> str:
+    """Return ``text`` as ``dddd:bb:ss.f`` in lower case, sysfs' spelling.
+
+    Accepts ``bb:ss.f`` (domain 0) as ``lspci`` prints it, so that an
+    operator can paste either form; raises ValueError naming the text and
+    the expected form otherwise.
+    """
+    match = _ADDRESS.match(text.strip())
+    if match is None or int(match.group('slot'), 16) > 0x1f:
+        raise ValueError(
+            f"'{text}' is not a PCI address; expected dddd:bb:ss.f or "
+            f"bb:ss.f in hex, e.g. 0000:81:00.0")
+    return '%04x:%02x:%02x.%s' % (
+        int(match.group('domain') or '0', 16),
+        int(match.group('bus'), 16),
+        int(match.group('slot'), 16),
+        match.group('function'))

@@ -1,0 +1,172 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import fixtures
+from oslo_config import cfg
+import testtools
+
+from nova_gpu_p2p import conf
+
+
+class ConfTestCase(testtools.TestCase):
+    """Parses a real nova.conf file, as nova-compute does at start-up."""
+
+    def load(self, body: str) -> cfg.ConfigOpts:
+        path = self.useFixture(fixtures.TempDir()).join('nova.conf')
+        with open(path, 'w') as f:
+            f.write('[gpu_p2p]\n' + body + '\n')
+        opts = cfg.ConfigOpts()
+        conf.register_opts(opts)
+        opts(['--config-file', path], project='nova',
+             default_config_files=[])
+        self.addCleanup(opts.reset)
+        return opts
+
+
+class TestDefaults(ConfTestCase):
+
+    def test_spec_defaults(self):
+        opts = self.load('')
+        conf.validate(opts)
+        group = opts.gpu_p2p
+        self.assertEqual('sysfs', group.topology_backend)
+        self.assertEqual('/sys', group.sysfs_root)
+        self.assertIsNone(group.static_topology_file)
+        self.assertEqual('PXB', group.p2p_level)
+        self.assertEqual('route', group.acs_policy)
+        self.assertEqual([], group.clique_map)
+        self.assertEqual('root_complex', group.expander_bus_grouping)
+        self.assertEqual(['gpu', 'nic'], group.align_device_types)
+        self.assertTrue(group.guest_numa_distances)
+        self.assertEqual('auto', group.pcihole64)
+        self.assertTrue(group.report_traits)
+
+    def test_list_opts_has_every_option(self):
+        [(group, opts)] = conf.list_opts()
+        self.assertEqual('gpu_p2p', group.name)
+        self.assertEqual(
+            {'topology_backend', 'sysfs_root', 'static_topology_file',
+             'p2p_level', 'acs_policy', 'clique_map',
+             'expander_bus_grouping', 'align_device_types',
+             'guest_numa_distances', 'pcihole64', 'report_traits'},
+            {opt.dest for opt in opts})
+        for opt in opts:
+            self.assertTrue(opt.help, opt.dest)
+
+
+class TestGoodValues(ConfTestCase):
+
+    def test_levels(self):
+        for level in ('NV', 'PIX', 'PXB', 'PHB', 'NODE', 'SYS'):
+            self.assertEqual(level,
+                             self.load('p2p_level = %s' % level).gpu_p2p
+                             .p2p_level)
+
+    def test_clique_map(self):
+        opts = self.load('clique_map = 0000:81:00.0:0, 82:00.0:15,'
+                         '0000:C1:00.0:3')
+        conf.validate(opts)
+        self.assertEqual([('0000:81:00.0', 0), ('0000:82:00.0', 15),
+                          ('0000:c1:00.0', 3)], opts.gpu_p2p.clique_map)
+
+    def test_pcihole64(self):
+        for text, value in (('auto', 'auto'), ('off', 'off'),
+                            ('512', 512), ('1', 1)):
+            self.assertEqual(
+                value, self.load('pcihole64 = %s' % text).gpu_p2p.pcihole64)
+
+    def test_align_device_types(self):
+        self.assertEqual(
+            ['all'],
+            self.load('align_device_types = all').gpu_p2p.align_device_types)
+        self.assertEqual(
+            ['gpu'],
+            self.load('align_device_types = gpu').gpu_p2p.align_device_types)
+
+    def test_static_backend_with_file(self):
+        conf.validate(self.load('topology_backend = static\n'
+                                'static_topology_file = /etc/topo.yaml'))
+
+
+class TestBadValues(ConfTestCase):
+    """Each bad value stops start-up with a message naming the option."""
+
+    def assertRefused(self, body, option, *fragments):
+        opts = self.load(body)
+        exc = self.assertRaises(conf.InvalidConfig, conf.validate, opts)
+        message = str(exc)
+        self.assertIn('[gpu_p2p] %s' % option, message)
+        for fragment in fragments:
+            self.assertIn(fragment, message)
+        self.assertNotIsInstance(exc, ValueError)
+
+    def test_p2p_level(self):
+        self.assertRefused('p2p_level = FOO', 'p2p_level', "'FOO'",
+                           'NV, PIX, PXB, PHB, NODE, SYS')
+
+    def test_p2p_level_is_case_sensitive(self):
+        self.assertRefused('p2p_level = pxb', 'p2p_level', "'pxb'")
+
+    def test_acs_policy(self):
+        self.assertRefused('acs_policy = strict', 'acs_policy', 'route',
+                           'ignore')
+
+    def test_expander_bus_grouping(self):
+        self.assertRefused('expander_bus_grouping = socket',
+                           'expander_bus_grouping', 'root_complex', 'numa')
+
+    def test_align_device_types(self):
+        self.assertRefused('align_device_types = gpu,fpga',
+                           'align_device_types', "'fpga'")
+
+    def test_clique_map_id_out_of_range(self):
+        self.assertRefused('clique_map = 0000:81:00.0:16', 'clique_map',
+                           'clique ID 16', '0 to 15')
+
+    def test_clique_map_not_bdf_id(self):
+        self.assertRefused('clique_map = 0000:81:00.0', 'clique_map',
+                           'BDF:ID')
+
+    def test_clique_map_bad_address(self):
+        self.assertRefused('clique_map = gpu0:1', 'clique_map', "'gpu0'")
+
+    def test_pcihole64(self):
+        self.assertRefused('pcihole64 = big', 'pcihole64', "'big'",
+                           'auto, off or a size in GiB')
+        self.assertRefused('pcihole64 = 0', 'pcihole64', 'at least 1 GiB')
+
+    def test_booleans(self):
+        self.assertRefused('report_traits = maybe', 'report_traits')
+        self.assertRefused('guest_numa_distances = 2',
+                           'guest_numa_distances')
+
+    def test_static_backend_without_file(self):
+        opts = self.load('topology_backend = static')
+        exc = self.assertRaises(conf.InvalidConfig, conf.validate, opts)
+        self.assertIn('static_topology_file', str(exc))
+
+
+class TestSampleFormatting(testtools.TestCase):
+    """The generated sample config writes our values back readably."""
+
+    def test_clique_assignment_round_trip(self):
+        kind = conf.CliqueAssignment()
+        value = kind('81:00.0:4')
+        self.assertEqual('0000:81:00.0:4', kind._formatter(value))
+        self.assertEqual(value, kind(kind._formatter(value)))
+
+    def test_pcihole64_round_trip(self):
+        kind = conf.PCIHole64()
+        for value in ('auto', 'off', 64):
+            self.assertEqual(value, kind(kind._formatter(value)))

@@ -1,0 +1,36 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import testtools
+
+from nova_gpu_p2p import pci_address
+
+
+class TestNormalize(testtools.TestCase):
+
+    def test_forms(self):
+        for text, expected in (
+                ('0000:81:00.0', '0000:81:00.0'),
+                ('81:00.0', '0000:81:00.0'),
+                ('0000:C1:1F.7', '0000:c1:1f.7'),
+                ('1:2:3.4', '0001:02:03.4'),
+                (' 0000:81:00.0 ', '0000:81:00.0')):
+            self.assertEqual(expected, pci_address.normalize(text))
+
+    def test_bad(self):
+        for text in ('', '0000:81:00', '0000:81:20.0', '0000:81:00.8',
+                     'g0:00.0', '00000:81:00.0', '0000:181:00.0', 'gpu0'):
+            exc = self.assertRaises(ValueError, pci_address.normalize, text)
+            self.assertIn("'%s'" % text, str(exc))
+            self.assertIn('dddd:bb:ss.f', str(exc))
