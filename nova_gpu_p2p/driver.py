@@ -24,6 +24,8 @@ from nova.virt.libvirt import driver as libvirt_driver
 from oslo_log import log as logging
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p.topology import discovery
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -32,12 +34,34 @@ conf.register_opts(CONF)
 
 
 class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
-    """Nova's LibvirtDriver, refusing to start on a bad ``[gpu_p2p]``."""
+    """Nova's LibvirtDriver, with the host's GPU topology at hand."""
 
     def __init__(self, virtapi, read_only: bool = False) -> None:
         conf.validate(CONF)
+        nova_hooks.check()
         super().__init__(virtapi, read_only=read_only)
+        self._host_gpus: discovery.HostGPUs | None = None
         LOG.info('nova-gpu-p2p driver loaded: topology_backend=%s, '
                  'p2p_level=%s, acs_policy=%s',
                  CONF.gpu_p2p.topology_backend, CONF.gpu_p2p.p2p_level,
                  CONF.gpu_p2p.acs_policy)
+
+    @property
+    def host_gpus(self) -> discovery.HostGPUs:
+        """The cached topology; discovered on first use."""
+        if self._host_gpus is None:
+            self.refresh_host_gpus()
+        return self._host_gpus
+
+    def refresh_host_gpus(self) -> discovery.HostGPUs:
+        self._host_gpus = discovery.discover(CONF, self._host_gpus)
+        return self._host_gpus
+
+    def get_available_resource(self, nodename):
+        """Nova's periodic resource update: re-read the GPU topology too.
+
+        GPUs get unbound, captures get replaced: once per period is often
+        enough, and keeps discovery off the boot path.
+        """
+        self.refresh_host_gpus()
+        return super().get_available_resource(nodename)

@@ -1,0 +1,194 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-gpu-p2p``: look at a host the way the driver sees it."""
+
+import argparse
+import json
+import sys
+
+from oslo_config import cfg
+
+from nova_gpu_p2p import conf
+from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import capture
+from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import link_class
+from nova_gpu_p2p.topology import model
+from nova_gpu_p2p import traits
+
+LEVELS = [name for name, _ in conf.P2P_LEVELS]
+
+
+def _load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
+    opts = cfg.ConfigOpts()
+    conf.register_opts(opts)
+    files = [args.config_file] if args.config_file else []
+    opts([], project='nova', default_config_files=files)
+    if getattr(args, 'sysfs_root', None):
+        opts.set_override('sysfs_root', args.sysfs_root, group='gpu_p2p')
+        opts.set_override('topology_backend', 'sysfs', group='gpu_p2p')
+    conf.validate(opts)
+    return opts
+
+
+def _read_host(args: argparse.Namespace,
+               opts: cfg.ConfigOpts) -> model.HostTopology:
+    if getattr(args, 'load', None):
+        return capture.load(args.load)
+    return backends.load(opts.gpu_p2p.topology_backend, opts).discover()
+
+
+def to_json(result: discovery.HostGPUs, level: str,
+            acs_policy: str) -> dict:
+    topology = result.topology
+    policy = link_class.AcsPolicy(acs_policy)
+    gpus = topology.gpus()
+    links = {}
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            links['%s %s' % (a.address, b.address)] = {
+                'pcie': link_class.pcie_class(topology, a.address,
+                                              b.address).name,
+                'effective': link_class.effective_class(
+                    topology, a.address, b.address, policy).name,
+                'acs_redirect': link_class.redirecting_ports(
+                    topology, a.address, b.address),
+            }
+    return {
+        'p2p_level': level,
+        'acs_policy': acs_policy,
+        'gpus': [{'address': g.address, 'numa_node': g.numa_node,
+                  'root_complex': g.root_complex,
+                  'clique': result.cliques.ids[g.address],
+                  'device': '0x%04x' % g.device, 'driver': g.driver,
+                  'iommu_group': g.iommu_group}
+                 for g in gpus],
+        'nics': [{'address': f.address, 'numa_node': f.numa_node,
+                  'root_complex': f.root_complex}
+                 for f in sorted(topology.functions.values(),
+                                 key=lambda f: f.address) if f.is_nic],
+        'links': links,
+        'cliques': [list(g) for g in result.cliques.groups
+                    if result.cliques.ids[g[0]] is not None],
+        'traits': sorted(traits.p2p_traits(topology, result.cliques)),
+        'config_space_read': topology.config_space_read,
+        'findings': list(topology.findings + result.cliques.findings),
+    }
+
+
+def render_matrix(report: dict) -> str:
+    """An ``nvidia-smi topo -m`` style table of the GPUs."""
+    gpus = report['gpus']
+    labels = ['GPU%d' % i for i in range(len(gpus))]
+    header = '%-14s %-5s %-12s %s' % ('PCI address', 'NUMA',
+                                      'root complex', 'clique')
+    lines = ['%-6s' % '' + ''.join('%-7s' % label for label in labels)
+             + header]
+    for i, gpu in enumerate(gpus):
+        cells = []
+        for j, other in enumerate(gpus):
+            if i == j:
+                cells.append('X')
+                continue
+            pair = sorted((gpu['address'], other['address']))
+            link = report['links']['%s %s' % tuple(pair)]
+            cell = link['effective']
+            if link['effective'] != link['pcie']:
+                cell += '*'
+            cells.append(cell)
+        lines.append('%-6s' % labels[i] + ''.join('%-7s' % c for c in cells)
+                     + '%-14s %-5s %-12s %s' % (
+                         gpu['address'],
+                         '-' if gpu['numa_node'] is None
+                         else gpu['numa_node'],
+                         gpu['root_complex'],
+                         '-' if gpu['clique'] is None else gpu['clique']))
+    lines.append('')
+    lines.append('p2p_level=%s acs_policy=%s; * = made worse by ACS P2P '
+                 'request redirect' % (report['p2p_level'],
+                                       report['acs_policy']))
+    for nic in report['nics']:
+        lines.append('NIC %s numa_node %s root complex %s' % (
+            nic['address'], nic['numa_node'], nic['root_complex']))
+    lines.append('traits: %s' % (' '.join(report['traits']) or '(none)'))
+    for finding in report['findings']:
+        lines.append('note: %s' % finding)
+    return '\n'.join(lines)
+
+
+def cmd_topology(args: argparse.Namespace) -> int:
+    opts = _load_conf(args)
+    level = args.level or opts.gpu_p2p.p2p_level
+    result = discovery.evaluate(_read_host(args, opts), opts,
+                                link_class.LinkClass[level])
+    report = to_json(result, level, opts.gpu_p2p.acs_policy)
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        print(render_matrix(report))
+    return 0
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    opts = _load_conf(args)
+    topology = _read_host(args, opts)
+    capture.save(topology, args.output)
+    print('captured %d PCI functions, %d NVIDIA GPUs to %s' % (
+        len(topology.functions), len(topology.gpus()), args.output))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog='nova-gpu-p2p',
+        description='GPU P2P topology of this compute host, as the '
+                    'gpu_p2p.GPUP2PLibvirtDriver compute driver sees it.')
+    sub = parser.add_subparsers(dest='command', required=True)
+
+    topo = sub.add_parser('topology', help='show GPU links and cliques')
+    topo.add_argument('--config-file', help='nova.conf to read [gpu_p2p] '
+                                            'from')
+    source = topo.add_mutually_exclusive_group()
+    source.add_argument('--sysfs-root', help='read this directory as /sys')
+    source.add_argument('--load', metavar='FILE',
+                        help='read a file written by capture')
+    topo.add_argument('--level', choices=LEVELS,
+                      help='p2p_level to apply instead of the configured '
+                           'one')
+    topo.add_argument('--json', action='store_true',
+                      help='print one JSON object')
+    topo.set_defaults(func=cmd_topology)
+
+    cap = sub.add_parser('capture', help='save this host\'s topology for '
+                                         'bug reports and offline tests')
+    cap.add_argument('--output', required=True, metavar='FILE')
+    cap.add_argument('--config-file', help='nova.conf to read [gpu_p2p] '
+                                           'from')
+    cap.add_argument('--sysfs-root', help='read this directory as /sys')
+    cap.set_defaults(func=cmd_capture)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (backends.TopologyError, conf.InvalidConfig) as exc:
+        print('nova-gpu-p2p: %s' % exc, file=sys.stderr)
+        return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())

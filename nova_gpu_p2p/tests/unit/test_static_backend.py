@@ -1,0 +1,449 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import os
+import textwrap
+
+import fixtures
+from oslo_config import cfg
+import testtools
+
+from nova_gpu_p2p import conf
+from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import cliques
+from nova_gpu_p2p.topology import link_class
+from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import static
+
+FILENAME = '/etc/nova/gpu-topology.yaml'
+A, B, C, D = ('0000:81:00.0', '0000:82:00.0', '0000:c1:00.0',
+              '0000:c2:00.0')
+
+
+def parse(text: str) -> model.HostTopology:
+    return static.parse(textwrap.dedent(text), FILENAME)
+
+
+def pair(a: str, b: str) -> frozenset[str]:
+    return frozenset((a, b))
+
+
+FOUR_GPUS = textwrap.dedent('''\
+    gpus:
+      - address: 0000:81:00.0
+      - address: 0000:82:00.0
+      - address: 0000:c1:00.0
+      - address: 0000:c2:00.0
+    ''')
+
+
+class TestParse(testtools.TestCase):
+
+    def test_matrix(self):
+        topology = parse('''\
+            # GPUs of this host.
+            gpus:
+              - address: 0000:81:00.0
+                numa_node: 0
+                root_complex: pci0000:80
+                device: 0x2330
+              - address: 0000:82:00.0
+                numa_node: 1
+            p2p_matrix: |2
+                      GPU0  GPU1
+               GPU0   X     OK
+               GPU1   OK    X
+            ''')
+        self.assertEqual(
+            {A: model.PCIFunction(
+                address=A, vendor=0x10de, device=0x2330,
+                class_code=0x030200, parent=None, root_complex='pci0000:80',
+                numa_node=0, driver=None),
+             B: model.PCIFunction(
+                address=B, vendor=0x10de, device=0, class_code=0x030200,
+                parent=None, root_complex='static-node1', numa_node=1,
+                driver=None)},
+            topology.functions)
+        self.assertEqual({pair(A, B): True}, topology.p2p_overrides)
+        self.assertEqual((), topology.numa_nodes)
+        self.assertEqual((), topology.findings)
+        self.assertEqual([A, B], [g.address for g in topology.gpus()])
+        # The operator's answer wins over the tree, which says SYS.
+        self.assertTrue(link_class.p2p_capable(
+            topology, A, B, link_class.LinkClass.PIX))
+
+    def test_matrix_four_gpus_two_cliques(self):
+        topology = parse(FOUR_GPUS + textwrap.dedent('''\
+    p2p_matrix: |
+      GPU0 GPU1 GPU2 GPU3
+      GPU0 X    OK   NS   NS
+      GPU1 OK   X    CNS  NS
+      GPU2 NS   CNS  X    OK
+      GPU3 NS   NS   OK   X
+    '''))
+        self.assertEqual(
+            {pair(A, B): True, pair(C, D): True, pair(A, C): False,
+             pair(A, D): False, pair(B, C): False, pair(B, D): False},
+            topology.p2p_overrides)
+        result = cliques.assign(topology, link_class.LinkClass.PXB)
+        self.assertEqual(((A, B), (C, D)), result.groups)
+        self.assertEqual({A: 0, B: 0, C: 1, D: 1}, result.ids)
+
+    def test_matrix_as_nvidia_smi_prints_it(self):
+        # Tabs, a trailing tab, lower-case codes and the legend.
+        matrix = ''.join('    ' + row + '\n' for row in (
+            ' \tGPU0\tGPU1\t',
+            ' GPU0\tX\tok\t',
+            ' GPU1\tOK\tX\t',
+            '',
+            'Legend:',
+            '',
+            '  X    = Self',
+            '  OK   = Status Ok'))
+        topology = static.parse(
+            'gpus:\n- address: 81:00.0\n- address: 82:00.0\n'
+            'p2p_matrix: |2\n' + matrix, FILENAME)
+        self.assertEqual({pair(A, B): True}, topology.p2p_overrides)
+
+    def test_matrix_wins_over_cliques(self):
+        topology = parse('''\
+            gpus:
+              - address: 0000:82:00.0
+                clique: 1
+              - address: 0000:81:00.0
+                clique: 1
+            p2p_matrix: |
+              GPU0 GPU1
+              GPU0 X NS
+              GPU1 NS X
+            ''')
+        self.assertEqual({pair(A, B): False}, topology.p2p_overrides)
+        self.assertEqual(2, len(topology.findings))
+        self.assertIn('not in PCI address order', topology.findings[0])
+        self.assertIn('clique_map', topology.findings[1])
+
+    def test_cliques(self):
+        topology = parse('''\
+            gpus:
+              - address: 0000:81:00.0
+                clique: 3
+              - address: 0000:82:00.0
+                clique: 3
+              - address: 0000:c1:00.0
+                clique: 4
+              - address: 0000:c2:00.0
+            ''')
+        self.assertEqual(
+            {pair(A, B): True, pair(A, C): False, pair(A, D): False,
+             pair(B, C): False, pair(B, D): False, pair(C, D): False},
+            topology.p2p_overrides)
+        result = cliques.assign(topology, link_class.LinkClass.SYS)
+        self.assertEqual(((A, B), (C,), (D,)), result.groups)
+
+    def test_neither_matrix_nor_cliques(self):
+        topology = parse('''\
+            gpus:
+              - address: 0000:81:00.0
+                numa_node: 0
+              - address: 0000:82:00.0
+                numa_node: 0
+              - address: 0000:c1:00.0
+                numa_node: 1
+              - address: 0000:c2:00.0
+            ''')
+        self.assertEqual({}, topology.p2p_overrides)
+        self.assertEqual(
+            ['static-node0', 'static-node0', 'static-node1', 'static'],
+            [topology.functions[a].root_complex for a in (A, B, C, D)])
+        self.assertIsNone(topology.functions[D].numa_node)
+        self.assertEqual(link_class.LinkClass.PHB,
+                         link_class.effective_class(topology, A, B))
+        self.assertEqual(link_class.LinkClass.SYS,
+                         link_class.effective_class(topology, A, C))
+
+    def test_short_and_upper_case_addresses(self):
+        topology = parse('''\
+            gpus:
+              - address: 81:00.0
+                device: 20B5
+              - address: "0000:C1:00.0"
+              - {address: c2:00.0, device: 0X2330}
+            ''')
+        self.assertEqual([A, C, D], sorted(topology.functions))
+        self.assertEqual(0x20b5, topology.functions[A].device)
+        self.assertEqual(0x2330, topology.functions[D].device)
+
+    def test_numa_nodes(self):
+        topology = parse('''\
+            gpus:
+              - address: 0000:81:00.0
+                numa_node: 1
+            numa_nodes:
+              - id: 1
+                cpus: 32-63,96-127
+                distances: [21, 10, 31]
+              - id: 0
+                cpus: "0"
+                distances: [10, 21, 31]
+              - id: 2
+            ''')
+        self.assertEqual(
+            (model.NumaNode(id=0, cpus=frozenset({0}),
+                            distances=(10, 21, 31)),
+             model.NumaNode(id=1, cpus=frozenset(range(32, 64))
+                            | frozenset(range(96, 128)),
+                            distances=(21, 10, 31)),
+             model.NumaNode(id=2, cpus=frozenset(), distances=())),
+            topology.numa_nodes)
+
+
+class TestParseErrors(testtools.TestCase):
+
+    def assertError(self, text: str, line: int, *words: str) -> str:
+        exc = self.assertRaises(backends.TopologyError, parse, text)
+        message = str(exc)
+        self.assertTrue(message.startswith('%s line %d: ' % (FILENAME, line)),
+                        message)
+        for word in words:
+            self.assertIn(word, message)
+        return message
+
+    def test_yaml_syntax(self):
+        self.assertError('gpus:\n  - address: 81:00.0\n   numa_node: 0\n',
+                         3, 'YAML syntax error')
+        self.assertError('gpus: [\n', 2, 'YAML syntax error')
+        self.assertError('gpus: \x07\n', 1, 'YAML syntax error')
+
+    def test_header_indented_more_than_rows(self):
+        # Plain "|" takes its indentation from the first line.
+        self.assertError(
+            'gpus:\n- address: 81:00.0\np2p_matrix: |\n'
+            '        GPU0\n  GPU0  X\n', 5, 'YAML syntax error')
+
+    def test_empty_file(self):
+        self.assertError('# nothing\n', 1, 'empty', 'gpus')
+
+    def test_top_level_not_mapping(self):
+        self.assertError('- address: 81:00.0\n', 1, 'top level',
+                         'mapping', 'gpus, p2p_matrix, numa_nodes')
+
+    def test_unknown_top_level_key(self):
+        self.assertError(FOUR_GPUS + 'cliques: 1\n', 6, "'cliques'",
+                         'allowed keys are gpus, p2p_matrix, numa_nodes')
+
+    def test_unknown_gpu_key(self):
+        self.assertError(
+            'gpus:\n- address: 81:00.0\n  numa: 0\n', 3, "'numa'", 'GPU0',
+            'allowed keys are address, numa_node, root_complex, clique, '
+            'device')
+
+    def test_duplicate_key(self):
+        self.assertError('gpus:\n- address: 81:00.0\n  address: 82:00.0\n',
+                         3, "'address'", 'twice', 'line 2')
+
+    def test_missing_gpus(self):
+        self.assertError('numa_nodes: []\n', 1, 'no gpus key')
+
+    def test_gpus_not_a_list(self):
+        self.assertError('gpus: 0000:81:00.0\n', 1, 'gpus must be a list')
+
+    def test_empty_gpus(self):
+        self.assertError('# GPUs\ngpus: []\n', 2, 'gpus is empty')
+
+    def test_gpu_without_address(self):
+        self.assertError('gpus:\n- address: 81:00.0\n- numa_node: 0\n',
+                         3, 'GPU1 has no address')
+
+    def test_bad_address(self):
+        self.assertError('gpus:\n- address: 81:00\n', 2, 'GPU0 address',
+                         "'81:00'", 'dddd:bb:ss.f')
+        self.assertError('gpus:\n- address: [81:00.0]\n', 2,
+                         'GPU0 address must be a PCI address, got a list')
+
+    def test_duplicate_address(self):
+        self.assertError(
+            'gpus:\n- address: 0000:81:00.0\n- address: 82:00.0\n'
+            '- address: 81:00.0\n', 4, 'duplicate GPU address 0000:81:00.0',
+            'line 2')
+
+    def test_bad_numa_node(self):
+        self.assertError(
+            'gpus:\n- address: 81:00.0\n  numa_node: x\n', 3,
+            "GPU0 numa_node must be an integer >= 0, got 'x'")
+        self.assertError(
+            'gpus:\n- address: 81:00.0\n  numa_node: -1\n', 3,
+            "numa_node must be an integer >= 0, got '-1'")
+
+    def test_clique_out_of_range(self):
+        self.assertError(
+            'gpus:\n- address: 81:00.0\n  clique: 16\n', 3,
+            "GPU0 clique must be an integer from 0 to 15, got '16'")
+
+    def test_bad_device(self):
+        self.assertError(
+            'gpus:\n- address: 81:00.0\n  device: 0x12345\n', 3,
+            'GPU0 device', '4 hex digits', "'0x12345'")
+
+    def test_empty_root_complex(self):
+        self.assertError(
+            'gpus:\n- address: 81:00.0\n  root_complex: ""\n', 3,
+            'GPU0 root_complex must not be empty')
+
+    def matrix_error(self, rows: str, line: int, *words: str) -> str:
+        return self.assertError(
+            FOUR_GPUS + 'p2p_matrix: |\n' + textwrap.indent(
+                textwrap.dedent(rows), '  '), line, *words)
+
+    def test_matrix_not_literal_block(self):
+        self.assertError(FOUR_GPUS + 'p2p_matrix: GPU0 GPU1\n', 6,
+                         'p2p_matrix must be a literal block', '|')
+
+    def test_matrix_empty(self):
+        self.assertError(FOUR_GPUS + 'p2p_matrix: |\n\n', 6,
+                         'p2p_matrix is empty')
+
+    def test_matrix_wrong_size(self):
+        self.matrix_error('''\
+            GPU0 GPU1 GPU2
+            GPU0 X OK OK
+            ''', 7, 'header must name each of the 4 GPUs',
+                          'GPU0 to GPU3')
+        self.matrix_error('''\
+            GPU0 GPU1 GPU2 GPU3
+            GPU0 X OK OK
+            ''', 8, 'row GPU0 has 3 values', 'needs 4')
+        self.matrix_error('''\
+            GPU0 GPU1 GPU2 GPU3
+            GPU0 X OK OK OK
+            GPU1 OK X OK OK
+            GPU3 OK OK OK X
+            ''', 7, 'no row for GPU2')
+
+    def test_matrix_unknown_label(self):
+        self.matrix_error('''\
+            GPU0 GPU1 GPU2 GPU4
+            ''', 7, "unknown GPU label 'GPU4'", 'GPU0 to GPU3')
+        self.matrix_error('''\
+            GPU0 GPU1 GPU2 GPU3
+            GPU0 X OK OK OK
+            gpu1 OK X OK OK
+            ''', 9, "unknown GPU label 'gpu1'")
+
+    def test_matrix_duplicate_row(self):
+        self.matrix_error('''\
+            GPU0 GPU1 GPU2 GPU3
+            GPU0 X OK OK OK
+            GPU0 X OK OK OK
+            ''', 9, 'second row for GPU0', 'line 8')
+
+    def test_matrix_diagonal(self):
+        self.matrix_error('''\
+            GPU0 GPU1 GPU2 GPU3
+            GPU0 X OK OK OK
+            GPU1 OK OK OK OK
+            ''', 9, "GPU1 to itself must be 'X', got 'OK'")
+        self.matrix_error('''\
+            GPU0 GPU1 GPU2 GPU3
+            GPU0 X X OK OK
+            ''', 8, "GPU0 to GPU1 is 'X'", 'only the diagonal')
+
+    def test_matrix_asymmetric(self):
+        self.matrix_error('''\
+            GPU0 GPU1 GPU2 GPU3
+            GPU0 X  OK OK NS
+            GPU1 OK X  OK OK
+            GPU2 OK OK X  OK
+            GPU3 OK OK OK X
+            ''', 11, 'not symmetric', 'GPU0 to GPU3 is NS on line 8',
+                          'GPU3 to GPU0 is OK')
+
+    def numa_error(self, numa: str, line: int, *words: str) -> str:
+        return self.assertError(
+            'gpus:\n- address: 81:00.0\n  numa_node: 1\nnuma_nodes:\n'
+            + numa, line, *words)
+
+    def test_numa_nodes_not_a_list(self):
+        self.numa_error('  id: 0\n', 5, 'numa_nodes must be a list',
+                        'id, cpus, distances')
+
+    def test_numa_node_entries(self):
+        self.numa_error('- cpus: 0-3\n', 5, 'numa_nodes entry 1 has no id')
+        self.numa_error('- id: 1\n  cpu: 0\n', 6, "unknown key 'cpu'",
+                        'numa_nodes entry 1', 'id, cpus, distances')
+        self.numa_error('- id: one\n', 5, 'numa_nodes entry 1 id must be '
+                                          "an integer >= 0, got 'one'")
+        self.numa_error('- id: 1\n- id: 1\n', 6, 'duplicate NUMA node id 1',
+                        'line 5')
+        self.numa_error('- id: 1\n  cpus: 0-x\n', 6, 'cpus must be a CPU '
+                                                     "list", "'0-x'")
+
+    def test_numa_distances(self):
+        self.numa_error('- id: 1\n  distances: 10\n', 6,
+                        'distances of NUMA node 1 must be a list')
+        self.numa_error('- id: 0\n  distances: [10, 21]\n- id: 1\n'
+                        '  distances: [21, 10, 21]\n', 8,
+                        'NUMA node 1 has 3 values', 'lists 2 nodes',
+                        'in id order (0, 1)')
+        self.numa_error('- id: 0\n  distances: [10, 21]\n- id: 1\n'
+                        '  distances: [10, 21]\n', 8,
+                        'distance to node 0 is 10', 'must be 10 to the '
+                        'node itself and from 11 to 255 to other nodes')
+        self.numa_error('- id: 1\n  distances: [256]\n', 6,
+                        'an integer from 10 to 255', "'256'")
+
+    def test_gpu_on_unlisted_numa_node(self):
+        self.numa_error('- id: 0\n', 3, 'GPU0 numa_node 1 is not one of '
+                                        'the numa_nodes ids (0)')
+
+
+class TestStaticBackend(testtools.TestCase):
+
+    def backend(self, path: str | None) -> static.StaticBackend:
+        opts = cfg.ConfigOpts()
+        conf.register_opts(opts)
+        opts([], project='nova', default_config_files=[])
+        self.addCleanup(opts.reset)
+        opts.set_override('static_topology_file', path, group='gpu_p2p')
+        return static.StaticBackend(opts)
+
+    def test_discover(self):
+        path = self.useFixture(fixtures.TempDir()).join('gpus.yaml')
+        with open(path, 'w') as f:
+            f.write('gpus:\n  - address: 0000:81:00.0\n    numa_node: 0\n')
+        topology = self.backend(path).discover()
+        self.assertEqual([A], list(topology.functions))
+        self.assertEqual(0, topology.functions[A].numa_node)
+
+    def test_errors_name_the_file(self):
+        path = self.useFixture(fixtures.TempDir()).join('gpus.yaml')
+        with open(path, 'w') as f:
+            f.write('gpus: []\n')
+        exc = self.assertRaises(backends.TopologyError,
+                                self.backend(path).discover)
+        self.assertEqual('%s line 1: gpus is empty; list at least one GPU'
+                         % path, str(exc))
+
+    def test_missing_file(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'absent.yaml')
+        exc = self.assertRaises(backends.TopologyError,
+                                self.backend(path).discover)
+        self.assertIn('cannot read %s' % path, str(exc))
+        self.assertIn('[gpu_p2p] static_topology_file', str(exc))
+        self.assertIn('No such file', str(exc))
+
+    def test_option_unset(self):
+        exc = self.assertRaises(backends.TopologyError,
+                                self.backend(None).discover)
+        self.assertIn('[gpu_p2p] static_topology_file is not set', str(exc))

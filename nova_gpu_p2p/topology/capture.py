@@ -1,0 +1,92 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A host topology as a JSON document, and back.
+
+``nova-gpu-p2p capture`` writes what discovery found (config space facts
+included, which need root to read) so that ``topology --load`` gives the
+same answer on another machine: for bug reports and offline tests.
+"""
+
+import dataclasses
+import json
+
+from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import model
+
+FORMAT_VERSION = 1
+
+
+def to_dict(topology: model.HostTopology) -> dict:
+    functions = []
+    for address in sorted(topology.functions):
+        record = dataclasses.asdict(topology.functions[address])
+        record['port_type'] = record['port_type'].value
+        record['bars64'] = list(record['bars64'])
+        functions.append(record)
+    return {
+        'format_version': FORMAT_VERSION,
+        'functions': functions,
+        'numa_nodes': [{'id': n.id, 'cpus': sorted(n.cpus),
+                        'distances': list(n.distances)}
+                       for n in topology.numa_nodes],
+        'nvlink_pairs': sorted(sorted(p) for p in topology.nvlink_pairs),
+        'config_space_read': topology.config_space_read,
+        'p2p_overrides': sorted(
+            [sorted(pair), capable]
+            for pair, capable in topology.p2p_overrides.items()),
+        'findings': list(topology.findings),
+    }
+
+
+def from_dict(data: dict) -> model.HostTopology:
+    if data.get('format_version') != FORMAT_VERSION:
+        raise ValueError('capture format_version %r is not %d' % (
+            data.get('format_version'), FORMAT_VERSION))
+    functions = {}
+    for record in data['functions']:
+        acs = record.pop('acs')
+        function = model.PCIFunction(
+            **dict(record,
+                   port_type=model.PortType(record['port_type']),
+                   bars64=tuple(record['bars64']),
+                   acs=model.Acs(**acs) if acs else None))
+        functions[function.address] = function
+    return model.HostTopology(
+        functions=functions,
+        numa_nodes=tuple(
+            model.NumaNode(id=n['id'], cpus=frozenset(n['cpus']),
+                           distances=tuple(n['distances']))
+            for n in data['numa_nodes']),
+        nvlink_pairs=frozenset(frozenset(p) for p in data['nvlink_pairs']),
+        config_space_read=data['config_space_read'],
+        p2p_overrides={frozenset(pair): capable
+                       for pair, capable in data['p2p_overrides']},
+        findings=tuple(data['findings']))
+
+
+def save(topology: model.HostTopology, path: str) -> None:
+    with open(path, 'w') as f:
+        json.dump(to_dict(topology), f, indent=1, sort_keys=True)
+        f.write('\n')
+
+
+def load(path: str) -> model.HostTopology:
+    """Read a capture; TopologyError names the file and what is wrong."""
+    try:
+        with open(path) as f:
+            return from_dict(json.load(f))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise backends.TopologyError(
+            '%s is not a readable nova-gpu-p2p capture: %s' % (path, exc))

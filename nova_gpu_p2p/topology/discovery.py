@@ -1,0 +1,84 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Discovery as nova-compute and the CLI run it: backend, then cliques.
+
+Never raises: a failed discovery logs one clear error and yields a host
+with no GPUs, so nova-compute carries on with Nova's normal behaviour and
+reports no P2P traits.
+"""
+
+import dataclasses
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import cliques as cliques_mod
+from nova_gpu_p2p.topology import link_class
+from nova_gpu_p2p.topology import model
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class HostGPUs:
+    """What the driver caches between periodic resource updates."""
+
+    topology: model.HostTopology
+    cliques: cliques_mod.Cliques
+    #: Why discovery failed; None when it worked.
+    error: str | None = None
+
+
+def evaluate(topology: model.HostTopology, conf: cfg.ConfigOpts,
+             level: link_class.LinkClass | None = None) -> HostGPUs:
+    """Apply ``[gpu_p2p]`` (level, ACS policy, clique_map) to a topology."""
+    group = conf.gpu_p2p
+    return HostGPUs(topology=topology, cliques=cliques_mod.assign(
+        topology,
+        level or link_class.LinkClass[group.p2p_level],
+        link_class.AcsPolicy(group.acs_policy),
+        dict(group.clique_map)))
+
+
+def discover(conf: cfg.ConfigOpts,
+             previous: HostGPUs | None = None) -> HostGPUs:
+    """Discover now; log only what changed since ``previous``.
+
+    Runs on every periodic resource update, so an unchanged problem is not
+    logged again every minute.
+    """
+    name = conf.gpu_p2p.topology_backend
+    try:
+        result = evaluate(backends.load(name, conf).discover(), conf)
+    except Exception as exc:
+        if previous is not None and previous.error == str(exc):
+            return previous
+        LOG.error('GPU topology discovery with [gpu_p2p] topology_backend '
+                  '= %s failed: %s. Guests keep Nova\'s normal layout and '
+                  'this host reports no GPU P2P traits until the next '
+                  'periodic update succeeds.', name, exc)
+        empty = model.HostTopology(functions={})
+        return HostGPUs(topology=empty,
+                        cliques=cliques_mod.assign(empty,
+                                                   link_class.LinkClass.NV),
+                        error=str(exc))
+    known = set()
+    if previous is not None:
+        known = set(previous.topology.findings + previous.cliques.findings)
+    for finding in result.topology.findings + result.cliques.findings:
+        if finding not in known:
+            LOG.warning('GPU topology: %s', finding)
+    return result

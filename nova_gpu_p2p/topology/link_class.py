@@ -1,0 +1,125 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The link class of a GPU pair, in ``nvidia-smi topo -m`` terms.
+
+The rule, computed from the PCI tree alone (NVLink comes from NVML):
+
+* ``NV``: the pair is joined by NVLink.
+* ``PIX``: the path between them crosses at most one PCIe switch.
+* ``PXB``: it crosses several switches but no host bridge.
+* ``PHB``: it crosses the host bridge of their shared root complex.
+* ``NODE``: they hang off different root complexes of one NUMA node.
+* ``SYS``: they are in different NUMA nodes.
+
+With ``acs_policy = route``, ACS P2P Request Redirect on a switch downstream
+port in the path forces the pair's requests up to the root complex, so the
+pair is ``PHB`` at best. ACS on a root port changes nothing: traffic between
+root ports crosses the root complex anyway.
+"""
+
+import enum
+import functools
+
+from nova_gpu_p2p.topology import model
+
+
+@functools.total_ordering
+class LinkClass(enum.Enum):
+    """Nearest first; the order is what ``p2p_level`` compares against."""
+
+    NV = 0
+    PIX = 1
+    PXB = 2
+    PHB = 3
+    NODE = 4
+    SYS = 5
+
+    def __lt__(self, other: 'LinkClass') -> bool:
+        return self.value < other.value
+
+
+class AcsPolicy(str, enum.Enum):
+    ROUTE = 'route'
+    IGNORE = 'ignore'
+
+
+def _switch_of(topology: model.HostTopology,
+               bridge: model.PCIFunction) -> str | None:
+    """The switch a bridge belongs to, named by its upstream port."""
+    if bridge.port_type is model.PortType.UPSTREAM:
+        return bridge.address
+    if bridge.port_type is model.PortType.DOWNSTREAM:
+        return bridge.parent
+    return None
+
+
+def pcie_class(topology: model.HostTopology, a: str, b: str) -> LinkClass:
+    """The pair's class from the PCI tree, ignoring ACS and NVLink."""
+    fa, fb = topology.functions[a], topology.functions[b]
+    if fa.root_complex != fb.root_complex:
+        if fa.numa_node == fb.numa_node:
+            return LinkClass.NODE
+        return LinkClass.SYS
+    up_a = topology.ancestors(a)
+    up_b = topology.ancestors(b)
+    shared = {f.address for f in up_a} & {f.address for f in up_b}
+    if not shared:
+        return LinkClass.PHB
+    path = ([f for f in up_a if f.address not in shared]
+            + [f for f in up_b if f.address not in shared])
+    # The lowest shared bridge is on the path too: it is where they meet.
+    meet = next(f for f in up_a if f.address in shared)
+    if meet.port_type is model.PortType.ROOT_PORT and not path:
+        return LinkClass.PIX
+    switches = {_switch_of(topology, f) for f in path + [meet]} - {None}
+    return LinkClass.PIX if len(switches) <= 1 else LinkClass.PXB
+
+
+def redirecting_ports(topology: model.HostTopology, a: str,
+                      b: str) -> list[str]:
+    """Switch downstream ports between a and b with ACS request redirect."""
+    up_a = topology.ancestors(a)
+    up_b = topology.ancestors(b)
+    shared = {f.address for f in up_a} & {f.address for f in up_b}
+    return sorted(
+        f.address for f in up_a + up_b
+        if f.address not in shared
+        and f.port_type is model.PortType.DOWNSTREAM
+        and f.acs is not None and f.acs.request_redirect)
+
+
+def effective_class(topology: model.HostTopology, a: str, b: str,
+                    acs_policy: AcsPolicy = AcsPolicy.ROUTE) -> LinkClass:
+    """The class that decides P2P: NVLink first, then PCIe with ACS."""
+    if frozenset((a, b)) in topology.nvlink_pairs:
+        return LinkClass.NV
+    link = pcie_class(topology, a, b)
+    if (acs_policy is AcsPolicy.ROUTE and link < LinkClass.PHB
+            and redirecting_ports(topology, a, b)):
+        return LinkClass.PHB
+    return link
+
+
+def p2p_capable(topology: model.HostTopology, a: str, b: str,
+                level: LinkClass,
+                acs_policy: AcsPolicy = AcsPolicy.ROUTE) -> bool:
+    """Whether the pair counts as P2P capable at ``p2p_level``.
+
+    An operator's static P2P answer for the pair wins over the tree.
+    """
+    override = topology.p2p_overrides.get(frozenset((a, b)))
+    if override is not None:
+        return override
+    return effective_class(topology, a, b, acs_policy) <= level

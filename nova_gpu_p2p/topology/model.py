@@ -1,0 +1,140 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The host's PCI and NUMA topology as plain, immutable data.
+
+Backends (sysfs, static file, NVML) produce a :class:`HostTopology`; the
+link-class, clique and guest-layout rules are pure functions over it.
+"""
+
+import dataclasses
+import enum
+
+NVIDIA_VENDOR_ID = 0x10de
+DISPLAY_BASE_CLASS = 0x03
+NETWORK_BASE_CLASS = 0x02
+BRIDGE_CLASS = 0x0604
+
+
+class PortType(str, enum.Enum):
+    """PCIe Device/Port Type, as in the PCI Express capability."""
+
+    ENDPOINT = 'endpoint'
+    ROOT_PORT = 'root_port'
+    UPSTREAM = 'upstream'
+    DOWNSTREAM = 'downstream'
+    PCI_BRIDGE = 'pci_bridge'
+
+
+@dataclasses.dataclass(frozen=True)
+class Acs:
+    """A downstream port's ACS capability and control registers."""
+
+    capability: int
+    control: int
+
+    #: ACS P2P Request Redirect (bit 2 of both registers).
+    P2P_REQUEST_REDIRECT = 1 << 2
+
+    @property
+    def request_redirect(self) -> bool:
+        return bool(self.control & self.P2P_REQUEST_REDIRECT)
+
+
+@dataclasses.dataclass(frozen=True)
+class PCIFunction:
+    """One PCI function, as the host sees it."""
+
+    address: str
+    vendor: int
+    device: int
+    #: 24-bit class code: base class, subclass, programming interface.
+    class_code: int
+    #: Address of the bridge above it; None directly under a root complex.
+    parent: str | None
+    #: The host bridge it hangs under, as sysfs names it: ``pci0000:00``.
+    root_complex: str
+    #: Host NUMA node; None where firmware reports none (sysfs: -1).
+    numa_node: int | None = None
+    driver: str | None = None
+    iommu_group: int | None = None
+    #: Sizes in bytes of its 64-bit memory BARs.
+    bars64: tuple[int, ...] = ()
+    port_type: PortType = PortType.ENDPOINT
+    #: ACS registers; None where the port has none or they were unreadable.
+    acs: Acs | None = None
+
+    @property
+    def base_class(self) -> int:
+        return self.class_code >> 16
+
+    @property
+    def is_bridge(self) -> bool:
+        return self.class_code >> 8 == BRIDGE_CLASS
+
+    @property
+    def is_nvidia_gpu(self) -> bool:
+        """What QEMU's x-nv-gpudirect-clique accepts: NVIDIA, display."""
+        return (self.vendor == NVIDIA_VENDOR_ID
+                and self.base_class == DISPLAY_BASE_CLASS)
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.base_class == DISPLAY_BASE_CLASS
+
+    @property
+    def is_nic(self) -> bool:
+        return self.base_class == NETWORK_BASE_CLASS
+
+
+@dataclasses.dataclass(frozen=True)
+class NumaNode:
+    id: int
+    cpus: frozenset[int]
+    #: SLIT distances to every node, indexed by node id order of the host.
+    distances: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class HostTopology:
+    """Everything the rules need to know about one host."""
+
+    functions: dict[str, PCIFunction]
+    numa_nodes: tuple[NumaNode, ...] = ()
+    #: Pairs of GPU addresses joined by NVLink (NVML backend only).
+    nvlink_pairs: frozenset[frozenset[str]] = frozenset()
+    #: False when ACS and port types could not be read (no root, no
+    #: privsep): ACS redirect is then unknown, and reported as such.
+    config_space_read: bool = True
+    #: Operator-supplied P2P answers for GPU pairs (static backend): a pair
+    #: listed here is P2P capable or not regardless of the PCI tree.
+    p2p_overrides: dict[frozenset[str], bool] = dataclasses.field(
+        default_factory=dict)
+    #: Human-readable notes on what was odd or missing during discovery.
+    findings: tuple[str, ...] = ()
+
+    def gpus(self) -> list[PCIFunction]:
+        """NVIDIA display-class functions, in PCI address order."""
+        return sorted((f for f in self.functions.values() if f.is_nvidia_gpu),
+                      key=lambda f: f.address)
+
+    def ancestors(self, address: str) -> list[PCIFunction]:
+        """Bridges from the function's parent up to its root complex."""
+        chain = []
+        parent = self.functions[address].parent
+        while parent is not None:
+            bridge = self.functions[parent]
+            chain.append(bridge)
+            parent = bridge.parent
+        return chain

@@ -1,0 +1,44 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The placement traits that describe a host's GPU P2P ability.
+
+Only the names in :data:`OWNED` are ever added or removed by the driver;
+every other trait on the provider belongs to someone else.
+"""
+
+from nova_gpu_p2p.topology import cliques as cliques_mod
+from nova_gpu_p2p.topology import model
+
+GPU_P2P = 'CUSTOM_GPU_P2P'
+GPU_P2P_NVLINK = 'CUSTOM_GPU_P2P_NVLINK'
+GPU_NUMA_AFFINITY = 'CUSTOM_GPU_NUMA_AFFINITY'
+CLIQUE_SIZES = (2, 4, 8, 16)
+GPU_P2P_CLIQUE = {size: 'CUSTOM_GPU_P2P_CLIQUE_%d' % size
+                  for size in CLIQUE_SIZES}
+OWNED = frozenset([GPU_P2P, GPU_P2P_NVLINK, GPU_NUMA_AFFINITY,
+                   *GPU_P2P_CLIQUE.values()])
+
+
+def p2p_traits(topology: model.HostTopology,
+               cliques: cliques_mod.Cliques) -> set[str]:
+    """CUSTOM_GPU_P2P* traits: clique sizes reached, NVLink seen."""
+    largest = cliques.largest()
+    traits = {GPU_P2P_CLIQUE[size] for size in CLIQUE_SIZES
+              if largest >= size}
+    if largest >= 2:
+        traits.add(GPU_P2P)
+    if topology.nvlink_pairs:
+        traits.add(GPU_P2P_NVLINK)
+    return traits
