@@ -69,7 +69,8 @@ def pcie_class(topology: model.HostTopology, a: str, b: str) -> LinkClass:
     """The pair's class from the PCI tree, ignoring ACS and NVLink."""
     fa, fb = topology.functions[a], topology.functions[b]
     if fa.root_complex != fb.root_complex:
-        if fa.numa_node == fb.numa_node:
+        # Unknown nodes (firmware says -1) may be far apart: not NODE.
+        if fa.numa_node is not None and fa.numa_node == fb.numa_node:
             return LinkClass.NODE
         return LinkClass.SYS
     up_a = topology.ancestors(a)
