@@ -20,12 +20,22 @@ generation here, so the numbers quoted in release notes have one source.
 """
 
 import argparse
+import atexit
 from collections.abc import Callable
 import json
+import shutil
 import sys
+import tempfile
 import timeit
 
+from oslo_config import cfg
+
+from nova_gpu_p2p import conf
 from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p.tests.fixtures import hosts
+from nova_gpu_p2p.tests.fixtures import sysfs_builder
+from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import sysfs
 
 BENCHMARKS: dict[str, Callable[[], Callable[[], object]]] = {}
 
@@ -41,6 +51,26 @@ def parse_flavor_extra_specs() -> Callable[[], object]:
              'hw:gpu_numa_affinity': 'preferred',
              'hw:cpu_policy': 'dedicated', 'hw:numa_nodes': '2'}
     return lambda: extra_specs.parse(specs)
+
+
+def _discovery(name: str) -> Callable[[], Callable[[], object]]:
+    """Full discovery of a corpus host: read its sysfs tree, find cliques."""
+    def setup() -> Callable[[], object]:
+        root = tempfile.mkdtemp(dir=sysfs_builder.scratch_dir())
+        atexit.register(shutil.rmtree, root, True)
+        sysfs_builder.build(hosts.HOSTS[name], root)
+        opts = cfg.ConfigOpts()
+        conf.register_opts(opts)
+        opts([], default_config_files=[])
+        opts.set_override('sysfs_root', root, group='gpu_p2p')
+        backend = sysfs.SysfsBackend(opts,
+                                     read_config=sysfs.read_config_direct)
+        return lambda: discovery.evaluate(backend.discover(), opts)
+    return setup
+
+
+for _name in hosts.HOSTS:
+    BENCHMARKS['discovery[%s]' % _name] = _discovery(_name)
 
 
 def measure(func: Callable[[], object], min_time: float = 0.2) -> dict:
@@ -63,9 +93,9 @@ def main(argv: list[str]) -> int:
             ', '.join(sorted(unknown)), ', '.join(sorted(BENCHMARKS))))
     results = {name: measure(BENCHMARKS[name]())
                for name in args.names or sorted(BENCHMARKS)}
-    print('%-40s %14s' % ('benchmark', 'time per call'))
+    print('%-44s %14s' % ('benchmark', 'time per call'))
     for name, result in results.items():
-        print('%-40s %11.3f us' % (name, result['seconds_per_call'] * 1e6))
+        print('%-44s %11.3f ms' % (name, result['seconds_per_call'] * 1e3))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(results, f, indent=2, sort_keys=True)

@@ -143,7 +143,10 @@ class SysfsBackend(backends.TopologyBackend):
         return False
 
     def _function(self, devices: str, address: str) -> model.PCIFunction:
-        path = os.path.realpath(os.path.join(devices, address))
+        # One readlink, not realpath's lstat of every path component: this
+        # runs for every function of the host on each periodic update.
+        link = os.path.join(devices, address)
+        path = os.path.normpath(os.path.join(devices, os.readlink(link)))
         parts = path.split(os.sep)
         try:
             root_complex = next(p for p in parts if _ROOT_COMPLEX.match(p))
@@ -153,12 +156,16 @@ class SysfsBackend(backends.TopologyBackend):
         parent = parts[-2] if _ADDRESS.match(parts[-2]) else None
         numa_node = int(_read(os.path.join(path, 'numa_node')))
         iommu_group = _link_name(os.path.join(path, 'iommu_group'))
-        facts = self._config_facts(path, address)
+        class_code = _hex(os.path.join(path, 'class'))
+        # Only bridges carry what config space tells us: port type, ACS.
+        facts = (self._config_facts(path, address)
+                 if class_code >> 8 == model.BRIDGE_CLASS
+                 else pci_config.ConfigFacts(port_type=None, acs=None))
         return model.PCIFunction(
             address=address,
             vendor=_hex(os.path.join(path, 'vendor')),
             device=_hex(os.path.join(path, 'device')),
-            class_code=_hex(os.path.join(path, 'class')),
+            class_code=class_code,
             parent=parent,
             root_complex=root_complex,
             numa_node=numa_node if numa_node >= 0 else None,

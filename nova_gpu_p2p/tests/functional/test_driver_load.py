@@ -14,10 +14,14 @@
 
 """nova-compute loads our driver by name and boots servers through it."""
 
+import fixtures
 from lxml import etree
 
 from nova_gpu_p2p import driver
+from nova_gpu_p2p.tests.fixtures import hosts
+from nova_gpu_p2p.tests.fixtures import sysfs_builder
 from nova_gpu_p2p.tests.functional import base
+from nova_gpu_p2p.topology import sysfs
 
 
 class DriverLoadTest(base.GPUP2PServersTestBase):
@@ -40,3 +44,41 @@ class DriverLoadTest(base.GPUP2PServersTestBase):
         # Nova's own pinning reached the domain unchanged.
         self.assertEqual(1, len(domain.findall('./cputune/vcpupin')) // 2)
         self.assertIsNotNone(domain.find('./numatune/memory'))
+
+
+class TopologyRefreshTest(base.GPUP2PServersTestBase):
+    """Discovery is cached and re-read on Nova's periodic update."""
+
+    def use_host(self, name):
+        tree = self.useFixture(sysfs_builder.SysfsTree(hosts.HOSTS[name]))
+        self.flags(sysfs_root=tree.root, group='gpu_p2p')
+        self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.topology.sysfs.read_pci_config',
+            sysfs.read_config_direct))
+
+    def test_periodic_update_refreshes_the_cache(self):
+        self.use_host('pcie-8gpu-4switch-2socket')
+        self.start_compute('compute1')
+        compute_driver = self.computes['compute1'].driver
+        first = compute_driver.host_gpus
+        self.assertEqual(4, len(first.cliques.groups))
+        self.assertIs(first, compute_driver.host_gpus)
+
+        self.use_host('acs-redirect-switch')
+        self.assertIs(first, compute_driver.host_gpus)
+        self._run_periodics()
+        second = compute_driver.host_gpus
+        self.assertIsNot(first, second)
+        self.assertEqual(
+            sorted(hosts.EXPECTED['acs-redirect-switch'].addresses),
+            sorted(second.cliques.ids))
+
+    def test_failed_discovery_keeps_nova_working(self):
+        self.flags(sysfs_root='/nonexistent', group='gpu_p2p')
+        self.start_compute('compute1')
+        compute_driver = self.computes['compute1'].driver
+        self.assertIn('/nonexistent', compute_driver.host_gpus.error)
+        self._create_server(networks='none')
+        self.assertEqual(
+            1, self.stdlog.logger.output.count(
+                'GPU topology discovery with'))
