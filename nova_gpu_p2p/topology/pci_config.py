@@ -28,6 +28,8 @@ from nova_gpu_p2p.topology import model
 _STATUS = 0x06
 _STATUS_CAP_LIST = 1 << 4
 _CAP_POINTER = 0x34
+#: Capabilities live past the header; a pointer into it is corrupt.
+_CAP_START = 0x40
 _PCIE_CAP_ID = 0x10
 _EXT_CAP_START = 0x100
 _ACS_EXT_CAP_ID = 0x000d
@@ -68,7 +70,8 @@ def port_type(data: bytes) -> model.PortType | None:
         return None
     pointer = data[_CAP_POINTER] & 0xfc
     seen = set()
-    while pointer and pointer not in seen and pointer + 4 <= STANDARD_SIZE:
+    while (_CAP_START <= pointer and pointer not in seen
+           and pointer + 4 <= STANDARD_SIZE):
         seen.add(pointer)
         if data[pointer] == _PCIE_CAP_ID:
             return _PORT_TYPES.get((_u16(data, pointer + 2) >> 4) & 0xf)
@@ -82,7 +85,8 @@ def acs(data: bytes) -> model.Acs | None:
         return None
     offset = _EXT_CAP_START
     seen = set()
-    while offset and offset not in seen and offset + 8 <= EXTENDED_SIZE:
+    while (_EXT_CAP_START <= offset and offset not in seen
+           and offset + 8 <= EXTENDED_SIZE):
         seen.add(offset)
         header = _u32(data, offset)
         if header in (0, 0xffffffff):

@@ -183,6 +183,8 @@ class SysfsBackend(backends.TopologyBackend):
                 data = self.read_config(config, pci_config.EXTENDED_SIZE)
                 if len(data) > 64:
                     return pci_config.parse(data)
+            except FileNotFoundError:
+                raise  # the device vanished: skip it, not config reads
             except Exception as exc:  # privsep failures come in many kinds
                 LOG.debug('privileged read of %s failed: %s', config, exc)
             self._config_ok = False
@@ -200,11 +202,15 @@ class SysfsBackend(backends.TopologyBackend):
         nodes = []
         for name in sorted(names, key=lambda n: int(n[4:])):
             node_dir = os.path.join(base, name)
-            nodes.append(model.NumaNode(
-                id=int(name[4:]),
-                cpus=parse_cpulist(_read(os.path.join(node_dir, 'cpulist'))),
-                distances=tuple(int(d) for d in _read(
-                    os.path.join(node_dir, 'distance')).split())))
+            try:
+                nodes.append(model.NumaNode(
+                    id=int(name[4:]),
+                    cpus=parse_cpulist(
+                        _read(os.path.join(node_dir, 'cpulist'))),
+                    distances=tuple(int(d) for d in _read(
+                        os.path.join(node_dir, 'distance')).split())))
+            except (OSError, ValueError) as exc:
+                findings.append('NUMA %s skipped: %s' % (name, exc))
         return tuple(nodes)
 
 
