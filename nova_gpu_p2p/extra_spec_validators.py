@@ -39,9 +39,12 @@ class _ParsedValidator(base.ExtraSpecValidator):
     setting several properties at once needs to know which one was wrong.
     """
 
-    def _validate_str(self, value: str) -> None:
+    def validate(self, name: str, value: str) -> None:
+        # Nova calls validate() on the validator registered under ``name``;
+        # overriding it, rather than Nova's private per-type helpers, keeps
+        # us on the interface its extension point documents.
         try:
-            _PARSERS[self.name](value)
+            _PARSERS[name](value)
         except extra_specs.InvalidExtraSpec as exc:
             raise exception.ValidationError(f'Validation failed; {exc}')
 

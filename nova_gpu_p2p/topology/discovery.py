@@ -70,10 +70,8 @@ def discover(conf: cfg.ConfigOpts,
                   '= %s failed: %s. Guests keep Nova\'s normal layout and '
                   'this host reports no GPU P2P traits until the next '
                   'periodic update succeeds.', name, exc)
-        empty = model.HostTopology(functions={})
-        return HostGPUs(topology=empty,
-                        cliques=cliques_mod.assign(empty,
-                                                   link_class.LinkClass.NV),
+        return HostGPUs(topology=model.HostTopology(functions={}),
+                        cliques=cliques_mod.Cliques(groups=(), ids={}),
                         error=str(exc))
     known = set()
     if previous is not None:

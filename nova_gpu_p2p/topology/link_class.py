@@ -55,14 +55,28 @@ class AcsPolicy(str, enum.Enum):
     IGNORE = 'ignore'
 
 
-def _switch_of(topology: model.HostTopology,
-               bridge: model.PCIFunction) -> str | None:
+def _switch_of(bridge: model.PCIFunction) -> str | None:
     """The switch a bridge belongs to, named by its upstream port."""
     if bridge.port_type is model.PortType.UPSTREAM:
         return bridge.address
     if bridge.port_type is model.PortType.DOWNSTREAM:
         return bridge.parent
     return None
+
+
+def _path(topology: model.HostTopology, a: str,
+          b: str) -> tuple[list[model.PCIFunction], model.PCIFunction | None]:
+    """Bridges between two functions of one root complex.
+
+    Returns the bridges below the point where the two branches meet, and
+    that meeting bridge (None where they meet only at the host bridge).
+    """
+    up_a = topology.ancestors(a)
+    up_b = topology.ancestors(b)
+    shared = {f.address for f in up_a} & {f.address for f in up_b}
+    path = [f for f in up_a + up_b if f.address not in shared]
+    meet = next((f for f in up_a if f.address in shared), None)
+    return path, meet
 
 
 def pcie_class(topology: model.HostTopology, a: str, b: str) -> LinkClass:
@@ -73,31 +87,20 @@ def pcie_class(topology: model.HostTopology, a: str, b: str) -> LinkClass:
         if fa.numa_node is not None and fa.numa_node == fb.numa_node:
             return LinkClass.NODE
         return LinkClass.SYS
-    up_a = topology.ancestors(a)
-    up_b = topology.ancestors(b)
-    shared = {f.address for f in up_a} & {f.address for f in up_b}
-    if not shared:
+    path, meet = _path(topology, a, b)
+    if meet is None:
         return LinkClass.PHB
-    path = ([f for f in up_a if f.address not in shared]
-            + [f for f in up_b if f.address not in shared])
-    # The lowest shared bridge is on the path too: it is where they meet.
-    meet = next(f for f in up_a if f.address in shared)
-    if meet.port_type is model.PortType.ROOT_PORT and not path:
-        return LinkClass.PIX
-    switches = {_switch_of(topology, f) for f in path + [meet]} - {None}
+    switches = {_switch_of(f) for f in path + [meet]} - {None}
     return LinkClass.PIX if len(switches) <= 1 else LinkClass.PXB
 
 
 def redirecting_ports(topology: model.HostTopology, a: str,
                       b: str) -> list[str]:
     """Switch downstream ports between a and b with ACS request redirect."""
-    up_a = topology.ancestors(a)
-    up_b = topology.ancestors(b)
-    shared = {f.address for f in up_a} & {f.address for f in up_b}
+    path, _meet = _path(topology, a, b)
     return sorted(
-        f.address for f in up_a + up_b
-        if f.address not in shared
-        and f.port_type is model.PortType.DOWNSTREAM
+        f.address for f in path
+        if f.port_type is model.PortType.DOWNSTREAM
         and f.acs is not None and f.acs.request_redirect)
 
 

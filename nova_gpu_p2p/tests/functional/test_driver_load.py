@@ -41,8 +41,9 @@ class DriverLoadTest(base.GPUP2PServersTestBase):
         conn = self.computes['compute1'].driver._host.get_connection()
         domain = etree.fromstring(
             conn.lookupByUUIDString(server['id']).XMLDesc(0))
-        # Nova's own pinning reached the domain unchanged.
-        self.assertEqual(1, len(domain.findall('./cputune/vcpupin')) // 2)
+        # Nova's own pinning reached the domain: one vcpupin per vCPU of
+        # the two-vCPU flavor, and a NUMA memory policy.
+        self.assertEqual(2, len(domain.findall('./cputune/vcpupin')))
         self.assertIsNotNone(domain.find('./numatune/memory'))
 
 
