@@ -20,10 +20,15 @@ plain functions in this package; this class only connects them to Nova.
 """
 
 from nova import conf as nova_conf
+from nova import exception
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_log import log as logging
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p.guest import metadata
+from nova_gpu_p2p.guest import nova_guest
+from nova_gpu_p2p.guest import plan as plan_mod
 from nova_gpu_p2p import nova_hooks
 from nova_gpu_p2p.topology import discovery
 
@@ -31,6 +36,21 @@ CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
 
 conf.register_opts(CONF)
+
+
+class HostCannotHonour(exception.ComputeResourcesUnavailable):
+    """This host cannot give the flavor what it requires; another may.
+
+    Nova's compute manager turns it into a reschedule.
+    """
+
+
+class FlavorCannotBeHonoured(exception.InvalidInput):
+    """No host can: the flavor or image must change.
+
+    Nova's compute manager aborts the build with this message as the
+    instance fault, instead of trying other hosts.
+    """
 
 
 class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
@@ -65,3 +85,45 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         """
         self.refresh_host_gpus()
         return super().get_available_resource(nodename)
+
+    def _libvirt_version(self) -> tuple[int, int, int]:
+        version = self._host.get_connection().getLibVersion()
+        return version // 1000000, version // 1000 % 1000, version % 1000
+
+    def _host_phys_bits(self) -> int | None:
+        maxphysaddr = self._host.get_capabilities().host.cpu.maxphysaddr
+        return maxphysaddr.bits if maxphysaddr is not None else None
+
+    def _get_guest_config(self, instance, network_info, image_meta,
+                          disk_info, *args, **kwargs):
+        """Nova's guest config, plus cliques, expander buses and distances.
+
+        Runs for every boot, hard reboot, resize, migration, unshelve,
+        rebuild and evacuation, so the layout is regenerated each time
+        from the flavor and the devices Nova claimed for this host.
+        """
+        guest = super()._get_guest_config(
+            instance, network_info, image_meta, disk_info, *args, **kwargs)
+        try:
+            request = extra_specs.parse(instance.flavor.extra_specs)
+        except extra_specs.InvalidExtraSpec as exc:
+            raise FlavorCannotBeHonoured(reason=str(exc)) from exc
+        if not request.wanted:
+            return guest
+        host = self.host_gpus
+        plan = plan_mod.decide(
+            request, nova_guest.instance_devices(guest, host.topology),
+            host, nova_guest.read_facts(guest, instance,
+                                        self._libvirt_version(),
+                                        self._host_phys_bits()),
+            plan_mod.Options.from_conf(CONF))
+        if plan.refusal is not None:
+            message = 'GPU P2P: %s' % plan.refusal.message
+            LOG.error(message, instance=instance)
+            if plan.refusal.reschedule:
+                raise HostCannotHonour(reason=message)
+            raise FlavorCannotBeHonoured(reason=message)
+        for note in plan.notes:
+            LOG.warning('GPU P2P: %s', note, instance=instance)
+        LOG.info(metadata.summary(plan), instance=instance)
+        return nova_guest.apply(guest, plan)

@@ -26,6 +26,8 @@ from nova.virt.libvirt import driver as libvirt_driver
 #: method name -> parameter names it must take, in order (after self).
 HOOKS = {
     'get_available_resource': ('nodename',),
+    '_get_guest_config': ('instance', 'network_info', 'image_meta',
+                          'disk_info'),
 }
 
 

@@ -1,0 +1,235 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""libvirt config objects for the elements this driver adds.
+
+In the style of ``nova.virt.libvirt.config``: one small class per XML
+element, built as objects and serialised by ``format_dom``, never as text.
+Where Nova already has a class for the element (a hostdev, a NUMA cell,
+the pcie-root controller, the domain itself), ours subclasses it and
+:meth:`_Adopting.adopt` takes over the object Nova built, unchanged, so
+only the added attributes are ours.
+"""
+
+from lxml import etree
+from nova.virt.libvirt import config as vconfig
+
+#: libvirt's namespace for QEMU-specific domain XML.
+QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
+#: This project's namespace for the decision record in ``<metadata>``.
+GPU_P2P_NS = 'http://openstack.org/xmlns/libvirt/nova-gpu-p2p/1.0'
+CLIQUE_PROPERTY = 'x-nv-gpudirect-clique'
+
+
+class _Adopting:
+    """Take over an object Nova built, keeping every attribute it set."""
+
+    @classmethod
+    def adopt(cls, nova_object, **added):
+        adopted = cls.__new__(cls)
+        adopted.__dict__.update(vars(nova_object))
+        adopted.__dict__.update(added)
+        return adopted
+
+
+class PCIAddress(vconfig.LibvirtConfigObject):
+    """``<address type='pci'>`` of a device in the guest."""
+
+    def __init__(self, bus: int, slot: int, function: int = 0,
+                 domain: int = 0) -> None:
+        super().__init__(root_name='address')
+        self.domain = domain
+        self.bus = bus
+        self.slot = slot
+        self.function = function
+
+    def format_dom(self):
+        address = super().format_dom()
+        address.set('type', 'pci')
+        address.set('domain', '0x%04x' % self.domain)
+        address.set('bus', '0x%02x' % self.bus)
+        address.set('slot', '0x%02x' % self.slot)
+        address.set('function', '0x%x' % self.function)
+        return address
+
+
+class PCIeExpanderBus(vconfig.LibvirtConfigGuestController):
+    """``<controller model='pcie-expander-bus'>``: a pxb-pcie bus."""
+
+    def __init__(self, index: int, bus_nr: int, node: int) -> None:
+        super().__init__()
+        self.type = 'pci'
+        self.model = 'pcie-expander-bus'
+        self.index = index
+        self.bus_nr = bus_nr
+        self.node = node
+
+    def format_dom(self):
+        controller = super().format_dom()
+        controller.append(etree.Element('model', name='pxb-pcie'))
+        target = etree.Element('target', busNr=str(self.bus_nr))
+        target.append(self._text_node('node', str(self.node)))
+        controller.append(target)
+        return controller
+
+
+class PCIeRootPort(vconfig.LibvirtConfigGuestPCIeRootPortController):
+    """A ``pcie-root-port`` at a given address, e.g. on an expander bus."""
+
+    def __init__(self, index: int, address: PCIAddress) -> None:
+        super().__init__()
+        self.index = index
+        self.address = address
+
+    def format_dom(self):
+        controller = super().format_dom()
+        controller.append(self.address.format_dom())
+        return controller
+
+
+class PCIeRootController(_Adopting,
+                         vconfig.LibvirtConfigGuestPCIeRootController):
+    """Nova's ``pcie-root``, with index 0 and an optional ``<pcihole64>``."""
+
+    pcihole64_kib: int | None = None
+
+    def format_dom(self):
+        controller = super().format_dom()
+        controller.set('index', '0')
+        if self.pcihole64_kib is not None:
+            hole = self._text_node('pcihole64', str(self.pcihole64_kib))
+            hole.set('unit', 'KiB')
+            controller.append(hole)
+        return controller
+
+
+class HostdevPCI(_Adopting, vconfig.LibvirtConfigGuestHostdevPCI):
+    """Nova's PCI hostdev, plus alias, ``<driver>`` and guest address.
+
+    Nova parses a hostdev's alias but never writes one; the clique
+    override needs a user alias (``ua-``) to name the device.
+    """
+
+    driver_name: str | None = None
+    guest_address: PCIAddress | None = None
+
+    def format_dom(self):
+        dev = super().format_dom()
+        if self.driver_name is not None:
+            dev.append(etree.Element('driver', name=self.driver_name))
+        if self.alias is not None:
+            dev.append(etree.Element('alias', name=self.alias))
+        if self.guest_address is not None:
+            dev.append(self.guest_address.format_dom())
+        return dev
+
+
+class HostdevInterface(_Adopting, vconfig.LibvirtConfigGuestInterface):
+    """Nova's ``<interface type='hostdev'>``, plus a guest address."""
+
+    guest_address: PCIAddress | None = None
+
+    def format_dom(self):
+        dev = super().format_dom()
+        if self.guest_address is not None:
+            dev.append(self.guest_address.format_dom())
+        return dev
+
+
+class NUMACell(_Adopting, vconfig.LibvirtConfigGuestCPUNUMACell):
+    """Nova's guest NUMA cell, plus ``<distances>`` to every cell."""
+
+    #: Guest cell id -> distance.
+    distances: dict[int, int] | None = None
+
+    def format_dom(self):
+        cell = super().format_dom()
+        if self.distances:
+            distances = etree.Element('distances')
+            for cell_id, value in sorted(self.distances.items()):
+                distances.append(etree.Element(
+                    'sibling', id=str(cell_id), value=str(value)))
+            cell.append(distances)
+        return cell
+
+
+class QemuProperty(vconfig.LibvirtConfigObject):
+    """``<qemu:property>``: one QEMU device property."""
+
+    def __init__(self, name: str, type_: str, value: str) -> None:
+        super().__init__(root_name='property', ns_prefix='qemu',
+                         ns_uri=QEMU_NS)
+        self.name = name
+        self.type = type_
+        self.value = value
+
+    def format_dom(self):
+        prop = super().format_dom()
+        prop.set('name', self.name)
+        prop.set('type', self.type)
+        prop.set('value', self.value)
+        return prop
+
+
+class QemuDeviceOverride(vconfig.LibvirtConfigObject):
+    """``<qemu:device alias=...><qemu:frontend>`` properties."""
+
+    def __init__(self, alias: str) -> None:
+        super().__init__(root_name='device', ns_prefix='qemu',
+                         ns_uri=QEMU_NS)
+        self.alias = alias
+        self.properties: list[QemuProperty] = []
+
+    def format_dom(self):
+        device = super().format_dom()
+        device.set('alias', self.alias)
+        frontend = self._new_node('frontend')
+        for prop in self.properties:
+            frontend.append(prop.format_dom())
+        device.append(frontend)
+        return device
+
+
+class QemuOverride(vconfig.LibvirtConfigObject):
+    """``<qemu:override>`` (libvirt 8.2 and later)."""
+
+    def __init__(self) -> None:
+        super().__init__(root_name='override', ns_prefix='qemu',
+                         ns_uri=QEMU_NS)
+        self.devices: list[QemuDeviceOverride] = []
+
+    def format_dom(self):
+        override = super().format_dom()
+        for device in self.devices:
+            override.append(device.format_dom())
+        return override
+
+
+def clique_override(alias: str, clique_id: int) -> QemuDeviceOverride:
+    device = QemuDeviceOverride(alias)
+    device.properties.append(
+        QemuProperty(CLIQUE_PROPERTY, 'unsigned', str(clique_id)))
+    return device
+
+
+class Guest(_Adopting, vconfig.LibvirtConfigGuest):
+    """Nova's domain, plus ``<qemu:override>`` as its last child."""
+
+    qemu_override: QemuOverride | None = None
+
+    def format_dom(self):
+        root = super().format_dom()
+        if self.qemu_override is not None and self.qemu_override.devices:
+            root.append(self.qemu_override.format_dom())
+        return root

@@ -1,0 +1,166 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Between Nova's guest config objects and the pure decision.
+
+Reads what the decision needs from the ``LibvirtConfigGuest`` Nova built
+and the instance (never recomputing what Nova decided), and applies a
+:class:`~nova_gpu_p2p.guest.plan.GuestPlan` back onto the same objects.
+"""
+
+from nova.virt.libvirt import config as vconfig
+
+from nova_gpu_p2p.guest import devices as devices_mod
+from nova_gpu_p2p.guest import libvirt_config
+from nova_gpu_p2p.guest import metadata
+from nova_gpu_p2p.guest import plan as plan_mod
+from nova_gpu_p2p import pci_address
+from nova_gpu_p2p.topology import model
+
+#: QEMU's phys-bits for named CPU models without host-phys-bits.
+QEMU_DEFAULT_PHYS_BITS = 40
+
+
+def _host_address(device) -> tuple[str, bool] | None:
+    """(host address, attached as an interface) of a passthrough device."""
+    if isinstance(device, vconfig.LibvirtConfigGuestHostdevPCI):
+        fields = [str(getattr(device, name)).replace('0x', '')
+                  for name in ('domain', 'bus', 'slot', 'function')]
+        return pci_address.normalize('%s:%s:%s.%s' % tuple(fields)), False
+    if (isinstance(device, vconfig.LibvirtConfigGuestInterface)
+            and device.net_type == 'hostdev'):
+        return pci_address.normalize(device.source_dev), True
+    return None
+
+
+def instance_devices(guest: vconfig.LibvirtConfigGuest,
+                     topology: model.HostTopology
+                     ) -> list[devices_mod.GuestDevice]:
+    """The passthrough devices in Nova's config, described by the host."""
+    found = []
+    for device in guest.devices:
+        host = _host_address(device)
+        if host is not None:
+            found.append(devices_mod.describe(host[0], topology,
+                                              network=host[1]))
+    return found
+
+
+def _phys_bits(guest: vconfig.LibvirtConfigGuest,
+               host_phys_bits: int | None) -> int | None:
+    cpu = guest.cpu
+    if cpu is not None and cpu.maxphysaddr is not None:
+        if cpu.maxphysaddr.mode == 'emulate':
+            return cpu.maxphysaddr.bits
+        return host_phys_bits
+    if cpu is not None and cpu.mode == 'host-passthrough':
+        return host_phys_bits
+    return QEMU_DEFAULT_PHYS_BITS
+
+
+def read_facts(guest: vconfig.LibvirtConfigGuest, instance,
+               libvirt_version: tuple[int, int, int],
+               host_phys_bits: int | None) -> plan_mod.GuestFacts:
+    """What Nova decided for this guest, as the decision's plain facts."""
+    numa = instance.numa_topology
+    return plan_mod.GuestFacts(
+        host_node_of_cell=(tuple(cell.id for cell in numa.cells)
+                           if numa is not None else None),
+        machine_type=guest.os_mach_type,
+        acpi=any(isinstance(f, vconfig.LibvirtConfigGuestFeatureACPI)
+                 for f in guest.features),
+        hypervisor_hidden=any(
+            isinstance(f, vconfig.LibvirtConfigGuestFeatureKvmHidden)
+            for f in guest.features),
+        libvirt_version=libvirt_version,
+        used_pci_indexes=frozenset(
+            d.index for d in guest.devices
+            if isinstance(d, vconfig.LibvirtConfigGuestController)
+            and d.type == 'pci' and d.index is not None),
+        memory=guest.memory * 1024,
+        phys_bits=_phys_bits(guest, host_phys_bits))
+
+
+def device_alias(address: str) -> str:
+    """A libvirt user alias (``ua-`` prefix) naming a host device."""
+    return 'ua-gpu-p2p-' + address.replace(':', '-').replace('.', '-')
+
+
+def _device(device, plan: plan_mod.GuestPlan,
+            override: libvirt_config.QemuOverride):
+    """Nova's device config, adopted and extended where the plan says."""
+    host = _host_address(device)
+    if host is None:
+        if (isinstance(device, vconfig.LibvirtConfigGuestPCIeRootController)
+                and plan.buses.buses):
+            return libvirt_config.PCIeRootController.adopt(device)
+        return device
+    address, interface = host
+    placed = plan.buses.port_of(address)
+    guest_address = (libvirt_config.PCIAddress(bus=placed[1].index, slot=0)
+                     if placed else None)
+    if interface:
+        if guest_address is None:
+            return device
+        return libvirt_config.HostdevInterface.adopt(
+            device, guest_address=guest_address)
+    if address not in plan.cliques and guest_address is None:
+        return device
+    hostdev = libvirt_config.HostdevPCI.adopt(device,
+                                              guest_address=guest_address)
+    if address in plan.cliques:
+        hostdev.alias = device_alias(address)
+        hostdev.driver_name = 'vfio'
+        override.devices.append(libvirt_config.clique_override(
+            hostdev.alias, plan.cliques[address]))
+    return hostdev
+
+
+def _controllers(plan: plan_mod.GuestPlan) -> list:
+    controllers = []
+    for bus in plan.buses.buses:
+        controllers.append(libvirt_config.PCIeExpanderBus(
+            bus.index, bus.bus_nr, bus.guest_node))
+        controllers.extend(
+            libvirt_config.PCIeRootPort(port.index, libvirt_config.PCIAddress(
+                bus=bus.index, slot=port.slot))
+            for port in bus.ports)
+    return controllers
+
+
+def apply(guest: vconfig.LibvirtConfigGuest,
+          plan: plan_mod.GuestPlan) -> libvirt_config.Guest:
+    """Nova's config with the plan added; Nova's own choices untouched."""
+    result = libvirt_config.Guest.adopt(
+        guest, qemu_override=libvirt_config.QemuOverride())
+    result.devices = [_device(d, plan, result.qemu_override)
+                      for d in guest.devices]
+    if plan.buses.buses:
+        root = next((d for d in result.devices
+                     if isinstance(d, libvirt_config.PCIeRootController)),
+                    None)
+        if root is None:
+            root = libvirt_config.PCIeRootController.adopt(
+                vconfig.LibvirtConfigGuestPCIeRootController())
+            result.devices.insert(0, root)
+        if plan.hole64 is not None and plan.hole64.size:
+            root.pcihole64_kib = plan.hole64.size // 1024
+        result.devices.extend(_controllers(plan))
+    if plan.distances is not None:
+        result.cpu.numa.cells = [
+            libvirt_config.NUMACell.adopt(cell, distances=dict(
+                enumerate(plan.distances[position])))
+            for position, cell in enumerate(guest.cpu.numa.cells)]
+    result.metadata = list(guest.metadata) + [metadata.DecisionRecord(plan)]
+    return result

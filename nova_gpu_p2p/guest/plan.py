@@ -1,0 +1,309 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The whole decision for one guest: cliques, buses, hole, distances.
+
+A pure function of the flavor's request, the instance's devices, the
+cached host topology and the facts Nova's own guest config states. It
+either returns what to add to the guest config, with notes explaining
+every fallback, or a refusal saying what to change and whether another
+host could do better (reschedule) or none can (the build fails).
+"""
+
+from collections.abc import Mapping
+from collections.abc import Sequence
+import dataclasses
+
+from oslo_config import cfg
+
+from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p.guest import cliques
+from nova_gpu_p2p.guest import devices as devices_mod
+from nova_gpu_p2p.guest import expander_buses
+from nova_gpu_p2p.guest import numa_distances
+from nova_gpu_p2p.guest import pcihole64
+from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import link_class
+
+#: libvirt release that added ``<qemu:override>``.
+MIN_LIBVIRT_OVERRIDE = (8, 2, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The ``[gpu_p2p]`` options the decision reads."""
+
+    p2p_level: str = 'PXB'
+    acs_policy: str = 'route'
+    grouping: expander_buses.Grouping = expander_buses.Grouping.ROOT_COMPLEX
+    align: frozenset[str] = frozenset(('gpu', 'nic'))
+    numa_distances: bool = True
+    pcihole64: str | int = 'auto'
+
+    @classmethod
+    def from_conf(cls, conf: cfg.ConfigOpts) -> 'Options':
+        group = conf.gpu_p2p
+        return cls(p2p_level=group.p2p_level, acs_policy=group.acs_policy,
+                   grouping=expander_buses.Grouping(
+                       group.expander_bus_grouping),
+                   align=frozenset(group.align_device_types),
+                   numa_distances=group.guest_numa_distances,
+                   pcihole64=group.pcihole64)
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestFacts:
+    """What Nova's guest config and host say, as plain values."""
+
+    #: Guest cell i -> host NUMA node; None: no instance NUMA topology.
+    host_node_of_cell: tuple[int, ...] | None = None
+    machine_type: str | None = 'q35'
+    acpi: bool = True
+    hypervisor_hidden: bool = False
+    libvirt_version: tuple[int, int, int] = (10, 0, 0)
+    #: PCI controller indexes Nova's config already uses.
+    used_pci_indexes: frozenset[int] = frozenset()
+    #: Guest RAM, bytes.
+    memory: int = 0
+    #: Guest physical address bits; None where unknown.
+    phys_bits: int | None = 40
+
+    @property
+    def guest_cell_of(self) -> Mapping[int, int]:
+        return {host: cell
+                for cell, host in enumerate(self.host_node_of_cell or ())}
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    message: str
+    #: True: another host may honour it (Nova reschedules); False: no
+    #: host can, the flavor or image must change.
+    reschedule: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestPlan:
+    request: extra_specs.GPUP2PRequest
+    devices: tuple[devices_mod.GuestDevice, ...] = ()
+    #: Host GPU address -> clique ID in this guest.
+    cliques: dict[str, int] = dataclasses.field(default_factory=dict)
+    buses: expander_buses.BusLayout = expander_buses.BusLayout()
+    hole64: pcihole64.Hole64 | None = None
+    #: Guest cell distance matrix; None: leave Nova's cells as they are.
+    distances: tuple[tuple[int, ...], ...] | None = None
+    #: Warnings and fallbacks, each saying what to change.
+    notes: tuple[str, ...] = ()
+    refusal: Refusal | None = None
+
+    @property
+    def changes_guest(self) -> bool:
+        return bool(self.cliques or self.buses.buses or self.distances
+                    or (self.hole64 and self.hole64.size))
+
+
+class _Refused(Exception):
+    def __init__(self, message: str, reschedule: bool) -> None:
+        super().__init__(message)
+        self.refusal = Refusal(message, reschedule)
+
+
+def _link_name(host: discovery.HostGPUs, acs: str):
+    topology = host.topology
+
+    def name(a: str, b: str) -> str:
+        if topology.p2p_overrides.get(frozenset((a, b))) is False:
+            return 'a link the static topology marks not P2P capable'
+        return link_class.effective_class(
+            topology, a, b, link_class.AcsPolicy(acs)).name
+    return name
+
+
+class _Decision:
+    """One run of :func:`decide`; collects notes as it goes."""
+
+    def __init__(self, request: extra_specs.GPUP2PRequest,
+                 devices: Sequence[devices_mod.GuestDevice],
+                 host: discovery.HostGPUs, facts: GuestFacts,
+                 options: Options) -> None:
+        self.request = request
+        self.devices = tuple(devices)
+        self.host = host
+        self.facts = facts
+        self.options = options
+        self.notes: list[str] = []
+
+    def problem(self, message: str, required: bool,
+                reschedule: bool) -> None:
+        """Refuse when the request is ``required``, else note and go on."""
+        if required:
+            raise _Refused(message, reschedule)
+        self.notes.append(message)
+
+    def run(self) -> GuestPlan:
+        clique_required = (
+            self.request.clique.mode is extra_specs.CliqueMode.REQUIRED)
+        numa_required = (self.request.numa_affinity
+                         is extra_specs.NumaAffinity.REQUIRED)
+        any_required = clique_required or numa_required
+        if self.host.error:
+            self.problem('GPU topology discovery failed on this host (%s); '
+                         'fix it (see nova-compute\'s log and '
+                         '`nova-gpu-p2p check`)' % self.host.error,
+                         any_required, reschedule=True)
+            return self.plan()
+        if not any(d.kind is devices_mod.DeviceKind.GPU
+                   for d in self.devices):
+            self.problem(
+                'the flavor sets %s but the instance has no passthrough '
+                'GPU: request the GPUs with pci_passthrough:alias in the '
+                'same flavor, or remove those extra specs' % ' and '.join(
+                    key for key, on in (
+                        (extra_specs.CLIQUE_KEY,
+                         self.request.clique.mode
+                         is not extra_specs.CliqueMode.NONE),
+                        (extra_specs.NUMA_AFFINITY_KEY,
+                         self.request.numa_affinity
+                         is not extra_specs.NumaAffinity.NONE)) if on),
+                any_required, reschedule=False)
+            return self.plan()
+        ids = self.cliques(clique_required)
+        buses, hole = self.buses(numa_required)
+        return self.plan(cliques=ids, buses=buses, hole64=hole,
+                         distances=self.distances())
+
+    def plan(self, **changes) -> GuestPlan:
+        return GuestPlan(request=self.request, devices=self.devices,
+                         notes=tuple(self.notes), **changes)
+
+    def cliques(self, required: bool) -> dict[str, int]:
+        request = self.request.clique
+        if request.mode is extra_specs.CliqueMode.NONE:
+            return {}
+        key = '%s=%s' % (extra_specs.CLIQUE_KEY,
+                         request.clique_id if request.clique_id is not None
+                         else request.mode.value)
+        if self.facts.libvirt_version < MIN_LIBVIRT_OVERRIDE:
+            self.problem(
+                '%s needs libvirt %s or later for <qemu:override>; this '
+                'host has %s: upgrade libvirt on it' % (
+                    key, '.'.join(map(str, MIN_LIBVIRT_OVERRIDE)),
+                    '.'.join(map(str, self.facts.libvirt_version))),
+                required, reschedule=True)
+            return {}
+        if self.facts.hypervisor_hidden:
+            self.problem(
+                '%s with a hidden hypervisor: the NVIDIA guest driver '
+                'ignores GPUDirect cliques when the hypervisor is hidden; '
+                'remove hw:hide_hypervisor_id from the flavor and '
+                'img_hide_hypervisor_id from the image' % key,
+                required, reschedule=False)
+        gpus = [d.address for d in self.devices if d.nvidia_gpu]
+        if not gpus:
+            self.problem('%s but none of the instance\'s GPUs is an NVIDIA '
+                         'display-class device; cliques apply to NVIDIA '
+                         'GPUs only: point the flavor\'s PCI alias at '
+                         'NVIDIA GPUs' % key, required, reschedule=False)
+            return {}
+        result = cliques.plan(request, gpus, self.host.cliques,
+                              _link_name(self.host, self.options.acs_policy),
+                              self.options.p2p_level)
+        if result.refusal:
+            raise _Refused(
+                '%s: %s; another host may have them in one clique, or '
+                'use %s=auto to accept several' % (
+                    key, result.refusal, extra_specs.CLIQUE_KEY),
+                reschedule=True)
+        self.notes.extend(result.warnings)
+        return result.ids
+
+    def buses(self, required: bool
+              ) -> tuple[expander_buses.BusLayout, pcihole64.Hole64 | None]:
+        none = expander_buses.BusLayout(), None
+        if self.request.numa_affinity is extra_specs.NumaAffinity.NONE:
+            return none
+        key = '%s=%s' % (extra_specs.NUMA_AFFINITY_KEY,
+                         self.request.numa_affinity.value)
+        facts = self.facts
+        if not facts.host_node_of_cell:
+            self.problem('%s needs an instance NUMA topology: add '
+                         'hw:cpu_policy=dedicated or hw:numa_nodes to the '
+                         'flavor' % key, required, reschedule=False)
+            return none
+        if 'q35' not in (facts.machine_type or ''):
+            self.problem('%s needs the q35 machine type (PCIe expander '
+                         'buses), this guest has %s: set '
+                         'hw_machine_type=q35 on the image' % (
+                             key, facts.machine_type),
+                         required, reschedule=False)
+            return none
+        if not facts.acpi:
+            self.problem('%s needs ACPI in the guest: a guest learns an '
+                         'expander bus\'s NUMA node only from ACPI; use an '
+                         'image and architecture where Nova enables ACPI'
+                         % key, required, reschedule=False)
+            return none
+        aligned = [d for d in self.devices
+                   if devices_mod.aligned(d, self.options.align)]
+        try:
+            layout = expander_buses.layout(
+                aligned, facts.guest_cell_of, self.options.grouping,
+                facts.used_pci_indexes)
+        except expander_buses.LayoutError as exc:
+            self.problem('%s: %s' % (key, exc), required, reschedule=False)
+            return none
+        for address, reason in sorted(layout.unplaced.items()):
+            self.problem(
+                '%s: %s stays on the root bus: %s' % (key, address, reason),
+                required, reschedule=True)
+        if not layout.buses:
+            return none
+        hole = pcihole64.plan(self.options.pcihole64,
+                              tuple(bar for d in self.devices
+                                    for bar in d.bars64),
+                              facts.memory, facts.phys_bits)
+        if hole.problem:
+            self.problem('%s: %s' % (key, hole.problem), required,
+                         reschedule=False)
+            self.notes.append('%s: devices stay where Nova puts them' % key)
+            return none
+        return layout, hole
+
+    def distances(self) -> tuple[tuple[int, ...], ...] | None:
+        cells = self.facts.host_node_of_cell
+        if not self.options.numa_distances or not cells or len(cells) < 2:
+            return None
+        distances = numa_distances.guest_distances(
+            cells, self.host.topology.numa_nodes)
+        if distances is None:
+            self.notes.append('the host reports no NUMA distances for '
+                              'nodes %s; the guest keeps default distances'
+                              % ', '.join(map(str, cells)))
+        return distances
+
+
+def decide(request: extra_specs.GPUP2PRequest,
+           devices: Sequence[devices_mod.GuestDevice],
+           host: discovery.HostGPUs, facts: GuestFacts,
+           options: Options) -> GuestPlan:
+    """Everything to add to one guest's config, or why not."""
+    if not request.wanted:
+        return GuestPlan(request=request, devices=tuple(devices))
+    decision = _Decision(request, devices, host, facts, options)
+    try:
+        return decision.run()
+    except _Refused as refused:
+        return GuestPlan(request=request, devices=tuple(devices),
+                         notes=tuple(decision.notes),
+                         refusal=refused.refusal)
