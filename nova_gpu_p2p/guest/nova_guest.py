@@ -19,6 +19,8 @@ and the instance (never recomputing what Nova decided), and applies a
 :class:`~nova_gpu_p2p.guest.plan.GuestPlan` back onto the same objects.
 """
 
+import copy
+
 from nova.virt.libvirt import config as vconfig
 
 from nova_gpu_p2p.guest import devices as devices_mod
@@ -58,15 +60,16 @@ def instance_devices(guest: vconfig.LibvirtConfigGuest,
 
 
 def _phys_bits(guest: vconfig.LibvirtConfigGuest,
-               host_phys_bits: int | None) -> int | None:
+               host_phys_bits: int | None) -> tuple[int | None, bool]:
+    """The guest's physical address bits, and whether they are the host's."""
     cpu = guest.cpu
     if cpu is not None and cpu.maxphysaddr is not None:
         if cpu.maxphysaddr.mode == 'emulate':
-            return cpu.maxphysaddr.bits
-        return host_phys_bits
+            return cpu.maxphysaddr.bits, False
+        return host_phys_bits, True
     if cpu is not None and cpu.mode == 'host-passthrough':
-        return host_phys_bits
-    return QEMU_DEFAULT_PHYS_BITS
+        return host_phys_bits, True
+    return QEMU_DEFAULT_PHYS_BITS, False
 
 
 def read_facts(guest: vconfig.LibvirtConfigGuest, instance,
@@ -74,6 +77,7 @@ def read_facts(guest: vconfig.LibvirtConfigGuest, instance,
                host_phys_bits: int | None) -> plan_mod.GuestFacts:
     """What Nova decided for this guest, as the decision's plain facts."""
     numa = instance.numa_topology
+    phys_bits, from_host = _phys_bits(guest, host_phys_bits)
     return plan_mod.GuestFacts(
         host_node_of_cell=(tuple(cell.id for cell in numa.cells)
                            if numa is not None else None),
@@ -89,7 +93,7 @@ def read_facts(guest: vconfig.LibvirtConfigGuest, instance,
             if isinstance(d, vconfig.LibvirtConfigGuestController)
             and d.type == 'pci' and d.index is not None),
         memory=guest.memory * 1024,
-        phys_bits=_phys_bits(guest, host_phys_bits))
+        phys_bits=phys_bits, phys_bits_from_host=from_host)
 
 
 def device_alias(address: str) -> str:
@@ -158,6 +162,9 @@ def apply(guest: vconfig.LibvirtConfigGuest,
             root.pcihole64_kib = plan.hole64.size // 1024
         result.devices.extend(_controllers(plan))
     if plan.distances is not None:
+        # New cpu and numa containers: Nova's own objects stay unchanged.
+        result.cpu = copy.copy(guest.cpu)
+        result.cpu.numa = copy.copy(guest.cpu.numa)
         result.cpu.numa.cells = [
             libvirt_config.NUMACell.adopt(cell, distances=dict(
                 enumerate(plan.distances[position])))

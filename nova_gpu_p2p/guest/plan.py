@@ -78,6 +78,9 @@ class GuestFacts:
     memory: int = 0
     #: Guest physical address bits; None where unknown.
     phys_bits: int | None = 40
+    #: Whether those bits are the host's (host-passthrough CPU or
+    #: maxphysaddr passthrough): another host may then have more.
+    phys_bits_from_host: bool = False
 
     @property
     def guest_cell_of(self) -> Mapping[int, int]:
@@ -275,7 +278,7 @@ class _Decision:
                               facts.memory, facts.phys_bits)
         if hole.problem:
             self.problem('%s: %s' % (key, hole.problem), required,
-                         reschedule=False)
+                         reschedule=facts.phys_bits_from_host)
             self.notes.append('%s: devices stay where Nova puts them' % key)
             return none
         return layout, hole
