@@ -49,8 +49,12 @@ class FlavorCannotBeHonoured(exception.InvalidInput):
     """No host can: the flavor or image must change.
 
     Nova's compute manager aborts the build with this message as the
-    instance fault, instead of trying other hosts.
+    instance fault, instead of trying other hosts. The fault keeps 255
+    characters, after Nova's "Build of instance UUID aborted: ", so the
+    message comes without InvalidInput's own prefix.
     """
+
+    msg_fmt = '%(reason)s'
 
 
 class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
@@ -122,7 +126,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             LOG.error(message, instance=instance)
             if plan.refusal.reschedule:
                 raise HostCannotHonour(reason=message)
-            raise FlavorCannotBeHonoured(reason=message)
+            raise FlavorCannotBeHonoured(reason=plan.refusal.message)
         for note in plan.notes:
             LOG.warning('GPU P2P: %s', note, instance=instance)
         LOG.info(metadata.summary(plan), instance=instance)

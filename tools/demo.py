@@ -12,61 +12,160 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``tox -e demo``: load the driver the way nova-compute does and show it.
+"""``tox -e demo``: boot an 8-GPU P2P server on an in-process Nova.
 
-Runs without libvirtd: Nova's own libvirt test double stands in for the
-libvirt connection. Extra arguments are passed to oslo.config, so
-``tox -e demo -- --config-file my-nova.conf`` shows that file's effect.
+Nova's API, conductor, scheduler, placement and nova-compute run in this
+process, nova-compute with our driver over Nova's libvirt test double
+(libvirt 10.0, QEMU 8.2). The built-in host is HGX-like: eight H100s on
+NVSwitches, four NICs beside them, two NUMA nodes. One server gets all
+eight GPUs, the four NICs and two NUMA cells; the demo prints the cliques,
+the expander-bus layout, the vCPU pinning and the domain XML Nova defined.
+Exits non-zero when the server does not go ACTIVE.
 """
 
+import os
 import sys
 
-from nova.api.validation.extra_specs import validators
-from nova import conf as nova_conf
-from nova.tests import fixtures as nova_fixtures
-from nova.virt import driver as virt_driver
+# This checkout first, as stestr runs the functional tests, so the demo
+# shows this tree's driver even where an older copy is installed.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
 
-from nova_gpu_p2p import conf
-from nova_gpu_p2p import extra_specs
+from lxml import etree  # noqa: E402
 
-CONF = nova_conf.CONF
+from nova_gpu_p2p.tests.functional import cloud_runner  # noqa: E402
 
-SAMPLE_FLAVOR = {
-    'pci_passthrough:alias': 'nvidia-h100:8',
-    'hw:cpu_policy': 'dedicated',
-    'hw:numa_nodes': '2',
-    'trait:CUSTOM_GPU_P2P_CLIQUE_8': 'required',
-    extra_specs.CLIQUE_KEY: 'required',
-    extra_specs.NUMA_AFFINITY_KEY: 'preferred',
-}
+
+def _version(number: int) -> str:
+    return '%d.%d.%d' % (number // 1000000, number // 1000 % 1000,
+                         number % 1000)
+
+
+def _title(text: str) -> None:
+    print('\n== %s' % text)
+
+
+def _cpus(cpus: list[int]) -> str:
+    return ','.join(str(cpu) for cpu in cpus)
+
+
+def report(found) -> None:
+    """Print one run of ``HGXCloud.demo`` for people."""
+    from nova_gpu_p2p.tests.functional import demo_cloud
+
+    topology = found.topology
+    print('nova-gpu-p2p demo: Nova API, conductor, scheduler, placement and '
+          'nova-compute in one process; compute_driver = %s' % found.driver)
+
+    _title('Host %s (corpus host %s): libvirt %s, QEMU %s' % (
+        demo_cloud.HOSTNAME, demo_cloud.CORPUS_HOST,
+        _version(found.versions[0]), _version(found.versions[1])))
+    print('Topology backend: %s' % demo_cloud.BACKEND_NOTE)
+    print('\n  %-14s %-6s %-5s %-12s %s' % ('GPU', 'device', 'NUMA',
+                                            'root complex', 'host clique'))
+    for gpu in topology.gpus():
+        clique = found.host_cliques.get(gpu.address)
+        print('  %-14s %-6s %-5s %-12s %s' % (
+            gpu.address, '%04x' % gpu.device, gpu.numa_node,
+            gpu.root_complex, '-' if clique is None else clique))
+    print('\n  %-14s %-6s %-5s %s' % ('NIC', 'device', 'NUMA',
+                                      'root complex'))
+    for nic in sorted((f for f in topology.functions.values() if f.is_nic),
+                      key=lambda f: f.address):
+        print('  %-14s %-6s %-5s %s' % (nic.address, '%04x' % nic.device,
+                                        nic.numa_node, nic.root_complex))
+    print('\n  NVSwitches: %s' % ', '.join(demo_cloud.nvswitches(topology)))
+    print('\n  %-5s %-22s %s' % ('node', 'CPUs (Nova\'s host)',
+                                 'distances (sysfs)'))
+    for node in topology.numa_nodes:
+        print('  %-5s %-22s %s' % (node.id, _cpus(
+            found.host_node_cpus.get(node.id, [])),
+            ' '.join(str(d) for d in node.distances)))
+    print('  (Nova\'s libvirt test double gives the host %d CPUs; the '
+          'sysfs tree has the real machine\'s.)' % sum(
+              len(cpus) for cpus in found.host_node_cpus.values()))
+
+    _title('Flavor extra specs')
+    for key, value in sorted(found.extra_specs.items()):
+        print('  %s=%s' % (key, value))
+    options = found.options
+    print('  [gpu_p2p] topology_backend=%s p2p_level=%s '
+          'expander_bus_grouping=%s align_device_types=%s pcihole64=%s' % (
+              options['topology_backend'], options['p2p_level'],
+              options['expander_bus_grouping'],
+              ','.join(options['align_device_types']),
+              options['pcihole64']))
+
+    server = found.server
+    _title('Server %s: %s on %s' % (server['id'], server['status'],
+                                    server['OS-EXT-SRV-ATTR:host']))
+
+    xml = found.xml
+    _title('Cliques per GPU (<qemu:override> x-nv-gpudirect-clique)')
+    guest = demo_cloud.cliques(xml)
+    for gpu in topology.gpus():
+        if gpu.address in guest:
+            print('  %s  clique %d' % (gpu.address, guest[gpu.address]))
+    groups = sorted(set(guest.values()))
+    print('  -> %d GPU(s) in %d clique(s)' % (len(guest), len(groups)))
+
+    _title('PCIe expander buses (pxb-pcie)')
+    kinds = {f.address: 'GPU' if f.is_gpu else 'NIC' if f.is_nic else ''
+             for f in topology.functions.values()}
+    for bus in demo_cloud.expander_buses(xml):
+        print('  index %d  busNr %d  guest NUMA node %d  (%d root ports)' % (
+            bus.index, bus.bus_nr, bus.guest_node, len(bus.ports)))
+        for index, slot, device in bus.ports:
+            function = topology.functions.get(device)
+            print('    root port index %-3d slot %d: %s %s%s' % (
+                index, slot, kinds.get(device, ''), device or '(empty)',
+                ' (host NUMA node %s, %s)' % (function.numa_node,
+                                              function.root_complex)
+                if function else ''))
+    hole = xml.find("./devices/controller[@model='pcie-root']/pcihole64")
+    if hole is not None:
+        print('  pcie-root pcihole64: %s %s (%d GiB)' % (
+            hole.text, hole.get('unit'), int(hole.text) >> 20))
+
+    _title('vCPU pinning: guest NUMA cells (Nova\'s) against host nodes')
+    for cell in demo_cloud.guest_cells(xml):
+        host_cpus = set()
+        for node in cell.host_nodes.split(','):
+            if node.isdigit():
+                host_cpus.update(found.host_node_cpus.get(int(node), []))
+        pinned = sorted({int(cpu) for cpus in cell.pinning.values()
+                         for cpu in cpus.split(',') if cpu.isdigit()})
+        print('  guest cell %d: vCPUs %s -> host node %s (CPUs %s); '
+              'distances %s' % (
+                  cell.id, cell.vcpus, cell.host_nodes,
+                  _cpus(sorted(host_cpus)), cell.distances or 'default'))
+        print('    pinning: %s' % ', '.join(
+            'vCPU %d->%s' % pin for pin in sorted(cell.pinning.items())))
+        print('    every vCPU on its host node\'s CPUs: %s' % (
+            'yes' if set(pinned) <= host_cpus else 'NO'))
+        for bus in demo_cloud.expander_buses(xml):
+            if bus.guest_node == cell.id:
+                print('    devices on this cell\'s expander bus %d: %s' % (
+                    bus.index, ', '.join(d for _, _, d in bus.ports if d)))
+
+    _title('Domain XML Nova defined')
+    print(etree.tostring(xml, pretty_print=True, encoding='unicode'))
 
 
 def main(argv: list[str]) -> int:
-    conf.register_opts(CONF)
-    CONF(argv, project='nova', default_config_files=[])
-    CONF.set_override('compute_driver', 'gpu_p2p.GPUP2PLibvirtDriver')
-
-    with nova_fixtures.LibvirtFixture():
-        driver = virt_driver.load_compute_driver(None)
-    print('Nova loaded compute_driver = %s as %s.%s' % (
-        CONF.compute_driver, type(driver).__module__,
-        type(driver).__qualname__))
-
-    print('\nEffective [gpu_p2p] options:')
-    for _group, opts in conf.list_opts():
-        for opt in opts:
-            print('  %-22s = %s' % (opt.dest, CONF.gpu_p2p[opt.dest]))
-
-    print('\nSample P2P flavor extra specs, checked by Nova\'s API '
-          'validators:')
-    for key, value in SAMPLE_FLAVOR.items():
-        validators.validate(key, value)
-        print('  %s=%s' % (key, value))
-    request = extra_specs.parse(SAMPLE_FLAVOR)
-    print('\nParsed by nova-gpu-p2p:')
-    print('  clique: mode=%s id=%s' % (
-        request.clique.mode.value, request.clique.clique_id))
-    print('  numa_affinity: %s' % request.numa_affinity.value)
+    if argv:
+        print('usage: %s (no arguments)' % sys.argv[0], file=sys.stderr)
+        return 2
+    print('Starting Nova in process and booting the server (about 10 s)...',
+          flush=True)
+    try:
+        found = cloud_runner.run('demo')
+    except cloud_runner.CloudFailed as exc:
+        print('The server did not go ACTIVE or the demo failed:\n%s' % exc,
+              file=sys.stderr)
+        return 1
+    for result in found:
+        report(result)
     return 0
 
 

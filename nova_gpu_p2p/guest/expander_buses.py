@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 import dataclasses
 import enum
+import functools
 
 from nova_gpu_p2p.guest import devices as devices_mod
 
@@ -82,12 +83,13 @@ class BusLayout:
     #: Host address -> why that device stays where Nova put it.
     unplaced: dict[str, str] = dataclasses.field(default_factory=dict)
 
+    @functools.cached_property
+    def _ports(self) -> dict[str, tuple[ExpanderBus, RootPort]]:
+        return {port.device: (bus, port)
+                for bus in self.buses for port in bus.ports}
+
     def port_of(self, address: str) -> tuple[ExpanderBus, RootPort] | None:
-        for bus in self.buses:
-            for port in bus.ports:
-                if port.device == address:
-                    return bus, port
-        return None
+        return self._ports.get(address)
 
 
 class LayoutError(Exception):

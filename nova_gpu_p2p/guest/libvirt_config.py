@@ -54,14 +54,16 @@ class PCIAddress(vconfig.LibvirtConfigObject):
         self.slot = slot
         self.function = function
 
+    def attributes(self) -> dict[str, str]:
+        return {'type': 'pci', 'domain': '0x%04x' % self.domain,
+                'bus': '0x%02x' % self.bus, 'slot': '0x%02x' % self.slot,
+                'function': '0x%x' % self.function}
+
     def format_dom(self):
-        address = super().format_dom()
-        address.set('type', 'pci')
-        address.set('domain', '0x%04x' % self.domain)
-        address.set('bus', '0x%02x' % self.bus)
-        address.set('slot', '0x%02x' % self.slot)
-        address.set('function', '0x%x' % self.function)
-        return address
+        return etree.Element('address', self.attributes())
+
+    def format_into(self, parent) -> None:
+        etree.SubElement(parent, 'address', self.attributes())
 
 
 class PCIeExpanderBus(vconfig.LibvirtConfigGuestController):
@@ -77,10 +79,10 @@ class PCIeExpanderBus(vconfig.LibvirtConfigGuestController):
 
     def format_dom(self):
         controller = super().format_dom()
-        controller.append(etree.Element('model', name='pxb-pcie'))
-        target = etree.Element('target', busNr=str(self.bus_nr))
-        target.append(self._text_node('node', str(self.node)))
-        controller.append(target)
+        etree.SubElement(controller, 'model', name='pxb-pcie')
+        target = etree.SubElement(controller, 'target',
+                                  busNr=str(self.bus_nr))
+        etree.SubElement(target, 'node').text = str(self.node)
         return controller
 
 
@@ -94,7 +96,7 @@ class PCIeRootPort(vconfig.LibvirtConfigGuestPCIeRootPortController):
 
     def format_dom(self):
         controller = super().format_dom()
-        controller.append(self.address.format_dom())
+        self.address.format_into(controller)
         return controller
 
 
@@ -127,11 +129,11 @@ class HostdevPCI(_Adopting, vconfig.LibvirtConfigGuestHostdevPCI):
     def format_dom(self):
         dev = super().format_dom()
         if self.driver_name is not None:
-            dev.append(etree.Element('driver', name=self.driver_name))
+            etree.SubElement(dev, 'driver', name=self.driver_name)
         if self.alias is not None:
-            dev.append(etree.Element('alias', name=self.alias))
+            etree.SubElement(dev, 'alias', name=self.alias)
         if self.guest_address is not None:
-            dev.append(self.guest_address.format_dom())
+            self.guest_address.format_into(dev)
         return dev
 
 
@@ -143,7 +145,7 @@ class HostdevInterface(_Adopting, vconfig.LibvirtConfigGuestInterface):
     def format_dom(self):
         dev = super().format_dom()
         if self.guest_address is not None:
-            dev.append(self.guest_address.format_dom())
+            self.guest_address.format_into(dev)
         return dev
 
 
@@ -156,12 +158,15 @@ class NUMACell(_Adopting, vconfig.LibvirtConfigGuestCPUNUMACell):
     def format_dom(self):
         cell = super().format_dom()
         if self.distances:
-            distances = etree.Element('distances')
+            distances = etree.SubElement(cell, 'distances')
             for cell_id, value in sorted(self.distances.items()):
-                distances.append(etree.Element(
-                    'sibling', id=str(cell_id), value=str(value)))
-            cell.append(distances)
+                etree.SubElement(distances, 'sibling', id=str(cell_id),
+                                 value=str(value))
         return cell
+
+
+def _qemu(name: str) -> str:
+    return '{%s}%s' % (QEMU_NS, name)
 
 
 class QemuProperty(vconfig.LibvirtConfigObject):
@@ -174,11 +179,16 @@ class QemuProperty(vconfig.LibvirtConfigObject):
         self.type = type_
         self.value = value
 
+    def format_into(self, parent) -> None:
+        # A child element inherits the namespace declared above it, which
+        # is much cheaper than declaring it on every element.
+        etree.SubElement(parent, _qemu('property'), name=self.name,
+                         type=self.type, value=self.value)
+
     def format_dom(self):
         prop = super().format_dom()
-        prop.set('name', self.name)
-        prop.set('type', self.type)
-        prop.set('value', self.value)
+        prop.attrib.update({'name': self.name, 'type': self.type,
+                            'value': self.value})
         return prop
 
 
@@ -191,13 +201,18 @@ class QemuDeviceOverride(vconfig.LibvirtConfigObject):
         self.alias = alias
         self.properties: list[QemuProperty] = []
 
+    def _fill(self, device) -> None:
+        device.set('alias', self.alias)
+        frontend = etree.SubElement(device, _qemu('frontend'))
+        for prop in self.properties:
+            prop.format_into(frontend)
+
+    def format_into(self, parent) -> None:
+        self._fill(etree.SubElement(parent, _qemu('device')))
+
     def format_dom(self):
         device = super().format_dom()
-        device.set('alias', self.alias)
-        frontend = self._new_node('frontend')
-        for prop in self.properties:
-            frontend.append(prop.format_dom())
-        device.append(frontend)
+        self._fill(device)
         return device
 
 
@@ -212,7 +227,7 @@ class QemuOverride(vconfig.LibvirtConfigObject):
     def format_dom(self):
         override = super().format_dom()
         for device in self.devices:
-            override.append(device.format_dom())
+            device.format_into(override)
         return override
 
 

@@ -19,6 +19,7 @@ expander bus and guest cell of each device, the hole size, and why
 anything fell back to Nova's layout.
 """
 
+from lxml import etree
 from nova.virt.libvirt import config as vconfig
 
 from nova_gpu_p2p.guest import libvirt_config
@@ -54,35 +55,34 @@ class DecisionRecord(vconfig.LibvirtConfigObject):
                          ns_uri=libvirt_config.GPU_P2P_NS)
         self.plan = plan
 
+    def _child(self, parent, name: str, attributes: dict[str, str]):
+        # Children inherit the root's namespace declaration: cheaper than
+        # Nova's _new_node, which declares it again on every element.
+        return etree.SubElement(
+            parent, '{%s}%s' % (libvirt_config.GPU_P2P_NS, name), attributes)
+
     def format_dom(self):
         plan = self.plan
         root = super().format_dom()
-        request = self._new_node('request')
         clique = plan.request.clique
-        request.set('clique', str(clique.clique_id)
-                    if clique.clique_id is not None else clique.mode.value)
-        request.set('numa_affinity', plan.request.numa_affinity.value)
-        root.append(request)
+        self._child(root, 'request', {
+            'clique': (str(clique.clique_id) if clique.clique_id is not None
+                       else clique.mode.value),
+            'numa_affinity': plan.request.numa_affinity.value})
         for row in _placement(plan):
-            device = self._new_node('device')
-            for name, value in row.items():
-                device.set(name, value)
-            root.append(device)
+            self._child(root, 'device', row)
         for bus in plan.buses.buses:
-            node = self._new_node('expander_bus')
-            node.set('index', str(bus.index))
-            node.set('bus_nr', str(bus.bus_nr))
-            node.set('guest_node', str(bus.guest_node))
-            node.set('host_numa_node', str(bus.host_numa_node))
-            node.set('host_group', bus.host_group)
-            root.append(node)
+            self._child(root, 'expander_bus', {
+                'index': str(bus.index), 'bus_nr': str(bus.bus_nr),
+                'guest_node': str(bus.guest_node),
+                'host_numa_node': str(bus.host_numa_node),
+                'host_group': bus.host_group})
         if plan.hole64 is not None and plan.hole64.size:
-            hole = self._new_node('pcihole64')
-            hole.set('size_kib', str(plan.hole64.size // 1024))
-            hole.set('needed_kib', str(plan.hole64.needed // 1024))
-            root.append(hole)
+            self._child(root, 'pcihole64', {
+                'size_kib': str(plan.hole64.size // 1024),
+                'needed_kib': str(plan.hole64.needed // 1024)})
         for note in plan.notes:
-            root.append(self._text_node('note', note))
+            self._child(root, 'note', {}).text = note
         return root
 
 

@@ -20,6 +20,7 @@ and the instance (never recomputing what Nova decided), and applies a
 """
 
 import copy
+import functools
 
 from nova.virt.libvirt import config as vconfig
 
@@ -34,12 +35,23 @@ from nova_gpu_p2p.topology import model
 QEMU_DEFAULT_PHYS_BITS = 40
 
 
+@functools.lru_cache(maxsize=4096)
+def _hostdev_address(domain: str, bus: str, slot: str, function: str) -> str:
+    """A hostdev's source address fields (hex, ``0x`` or not) as sysfs'.
+
+    Cached: the same few hundred devices of a host come by on every guest
+    config Nova builds.
+    """
+    return pci_address.normalize('%s:%s:%s.%s' % tuple(
+        str(field).replace('0x', '')
+        for field in (domain, bus, slot, function)))
+
+
 def _host_address(device) -> tuple[str, bool] | None:
     """(host address, attached as an interface) of a passthrough device."""
     if isinstance(device, vconfig.LibvirtConfigGuestHostdevPCI):
-        fields = [str(getattr(device, name)).replace('0x', '')
-                  for name in ('domain', 'bus', 'slot', 'function')]
-        return pci_address.normalize('%s:%s:%s.%s' % tuple(fields)), False
+        return _hostdev_address(device.domain, device.bus, device.slot,
+                                device.function), False
     if (isinstance(device, vconfig.LibvirtConfigGuestInterface)
             and device.net_type == 'hostdev'):
         return pci_address.normalize(device.source_dev), True

@@ -169,9 +169,9 @@ class _Decision:
         if not any(d.kind is devices_mod.DeviceKind.GPU
                    for d in self.devices):
             self.problem(
-                'the flavor sets %s but the instance has no passthrough '
-                'GPU: request the GPUs with pci_passthrough:alias in the '
-                'same flavor, or remove those extra specs' % ' and '.join(
+                '%s: the flavor has no passthrough GPU; add '
+                'pci_passthrough:alias for the GPUs, or remove the key'
+                % ' and '.join(
                     key for key, on in (
                         (extra_specs.CLIQUE_KEY,
                          self.request.clique.mode
@@ -207,17 +207,16 @@ class _Decision:
             return {}
         if self.facts.hypervisor_hidden:
             self.problem(
-                '%s with a hidden hypervisor: the NVIDIA guest driver '
-                'ignores GPUDirect cliques when the hypervisor is hidden; '
-                'remove hw:hide_hypervisor_id from the flavor and '
-                'img_hide_hypervisor_id from the image' % key,
+                '%s: remove hw:hide_hypervisor_id (flavor) and '
+                'img_hide_hypervisor_id (image); the NVIDIA guest driver '
+                'ignores cliques when the hypervisor is hidden' % key,
                 required, reschedule=False)
         gpus = [d.address for d in self.devices if d.nvidia_gpu]
         if not gpus:
-            self.problem('%s but none of the instance\'s GPUs is an NVIDIA '
-                         'display-class device; cliques apply to NVIDIA '
-                         'GPUs only: point the flavor\'s PCI alias at '
-                         'NVIDIA GPUs' % key, required, reschedule=False)
+            self.problem('%s: no GPU of the instance is an NVIDIA '
+                         'display-class device; point the flavor\'s PCI '
+                         'alias at NVIDIA GPUs' % key, required,
+                         reschedule=False)
             return {}
         result = cliques.plan(request, gpus, self.host.cliques,
                               _link_name(self.host, self.options.acs_policy),
@@ -252,10 +251,10 @@ class _Decision:
                          required, reschedule=False)
             return none
         if not facts.acpi:
-            self.problem('%s needs ACPI in the guest: a guest learns an '
-                         'expander bus\'s NUMA node only from ACPI; use an '
-                         'image and architecture where Nova enables ACPI'
-                         % key, required, reschedule=False)
+            self.problem('%s needs guest ACPI, the only way a guest learns '
+                         'an expander bus\'s NUMA node: use an image and '
+                         'architecture where Nova enables ACPI' % key,
+                         required, reschedule=False)
             return none
         aligned = [d for d in self.devices
                    if devices_mod.aligned(d, self.options.align)]

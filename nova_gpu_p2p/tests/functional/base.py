@@ -109,20 +109,21 @@ def pci_info(topology: model.HostTopology) -> fakelibvirt.HostPCIDevicesInfo:
     return info
 
 
-#: Nova's libvirt functional base mocks 16 online host CPUs.
-MAX_FAKE_CPUS = 15
+#: Host CPUs of every fake GPU host: Nova's libvirt functional base mocks
+#: 16 online CPUs, and hosts in one test share [compute] cpu_dedicated_set.
+FAKE_CPUS = 8
 
 
 def host_info(topology: model.HostTopology) -> fakelibvirt.HostInfo:
     """Nova's fake host with the same NUMA nodes, fewer CPUs.
 
-    Nova's functional base allows fewer than 16 host CPUs, so each node
-    gets an equal share of those; Nova's host NUMA topology (not the
-    sysfs tree) then says which CPUs belong to which node.
+    Every node gets an equal share of :data:`FAKE_CPUS`; Nova's host NUMA
+    topology (not the sysfs tree) then says which CPUs belong to which
+    node, as on a real host where both agree.
     """
     nodes = len(topology.numa_nodes)
     return fakelibvirt.HostInfo(cpu_nodes=nodes, cpu_sockets=1,
-                                cpu_cores=MAX_FAKE_CPUS // nodes,
+                                cpu_cores=FAKE_CPUS // nodes,
                                 cpu_threads=1, kB_mem=64 * 1024 * 1024)
 
 
@@ -208,7 +209,7 @@ class GPUHostsTestBase(GPUP2PServersTestBase):
         self.sysfs_roots[hostname] = tree.root
         self.topologies[hostname] = topology
         info = host_info(topology)
-        self.flags(cpu_dedicated_set='0-%d' % (info.cpus - 1),
+        self.flags(cpu_dedicated_set='0-%d' % (FAKE_CPUS - 1),
                    cpu_shared_set=None, group='compute')
         kwargs.setdefault('libvirt_version', LIBVIRT_VERSION)
         kwargs.setdefault('qemu_version', QEMU_VERSION)

@@ -169,8 +169,8 @@ class TestGetGuestConfig(testtools.TestCase):
         self.guest.features.append(
             vconfig.LibvirtConfigGuestFeatureKvmHidden())
         self.call(self.instance(**{'hw:gpu_p2p_clique': 'auto'}))
-        self.assertIn('GPU P2P: hw:gpu_p2p_clique=auto with a hidden '
-                      'hypervisor', self.log.output)
+        self.assertIn('GPU P2P: hw:gpu_p2p_clique=auto: remove '
+                      'hw:hide_hypervisor_id', self.log.output)
         self.assertEqual(1, self.log.output.count('GPU P2P layout:'))
 
     def test_refusal_with_reschedule(self):
@@ -194,7 +194,11 @@ class TestGetGuestConfig(testtools.TestCase):
         self.assertIsInstance(exc, exception.InvalidInput)
         self.assertNotIsInstance(exc, exception.ComputeResourcesUnavailable)
         self.assertIn('hw:hide_hypervisor_id', str(exc))
-        self.assertIn('GPU P2P:', str(exc))
+        # The instance fault keeps 255 characters after Nova's 64-character
+        # "Build of instance UUID aborted: ": no prefix of InvalidInput's.
+        self.assertTrue(str(exc).startswith('hw:gpu_p2p_clique=required: '),
+                        str(exc))
+        self.assertIn('GPU P2P: hw:gpu_p2p_clique=required', self.log.output)
 
     def test_numa_required_without_numa_topology(self):
         instance = self.instance(**{'hw:gpu_numa_affinity': 'required'})

@@ -268,15 +268,16 @@ class TestNoGPU(DecideBase):
         result = self.decide(request(clique='required'), addresses=(NIC,))
         self.assertFalse(result.refusal.reschedule)
         message = result.refusal.message
-        self.assertIn('the flavor sets hw:gpu_p2p_clique but the instance '
-                      'has no passthrough GPU', message)
+        self.assertIn('hw:gpu_p2p_clique: the flavor has no passthrough '
+                      'GPU', message)
         self.assertIn('pci_passthrough:alias', message)
         self.assertNotIn('hw:gpu_numa_affinity', message)
 
     def test_numa_required_names_its_key(self):
         result = self.decide(request(numa='required'), addresses=())
         self.assertFalse(result.refusal.reschedule)
-        self.assertIn('sets hw:gpu_numa_affinity but', result.refusal.message)
+        self.assertIn('hw:gpu_numa_affinity: the flavor has no',
+                      result.refusal.message)
 
     def test_auto_and_preferred_noted(self):
         result = self.decide(request(clique='auto', numa='preferred'),
@@ -285,7 +286,7 @@ class TestNoGPU(DecideBase):
         self.assertEqual(1, len(result.notes))
         self.assertIn('hw:gpu_p2p_clique and hw:gpu_numa_affinity',
                       result.notes[0])
-        self.assertIn('remove those extra specs', result.notes[0])
+        self.assertIn('or remove the key', result.notes[0])
         self.assertEqual((), result.buses.buses)
         self.assertFalse(result.changes_guest)
 
@@ -348,7 +349,7 @@ class TestHiddenHypervisor(DecideBase):
                              guest=facts(hypervisor_hidden=True))
         self.assertFalse(result.refusal.reschedule)
         message = result.refusal.message
-        self.assertIn('hidden hypervisor', message)
+        self.assertIn('hypervisor is hidden', message)
         self.assertIn('hw:hide_hypervisor_id', message)
         self.assertIn('img_hide_hypervisor_id', message)
 
@@ -363,7 +364,8 @@ class TestHiddenHypervisor(DecideBase):
         result = self.decide(request(clique='9'),
                              guest=facts(hypervisor_hidden=True))
         self.assertEqual({GPU_A: 9, GPU_B: 9}, result.cliques)
-        self.assertNoteContains('hw:gpu_p2p_clique=9 with a hidden', result)
+        self.assertNoteContains('hw:gpu_p2p_clique=9: remove '
+                                'hw:hide_hypervisor_id', result)
 
     def test_numa_only_does_not_care(self):
         result = self.decide(request(numa='required'),
@@ -541,7 +543,7 @@ class TestACPI(DecideBase):
         result = self.decide(request(numa='preferred'),
                              guest=facts(acpi=False))
         self.assertEqual((), result.buses.buses)
-        self.assertNoteContains('needs ACPI in the guest', result)
+        self.assertNoteContains('needs guest ACPI', result)
         self.assertNoteContains('Nova enables ACPI', result)
 
     def test_off_required_refused(self):
@@ -873,3 +875,49 @@ class TestGuestFacts(testtools.TestCase):
 
     def test_guest_cell_of_none(self):
         self.assertEqual({}, plan.GuestFacts().guest_cell_of)
+
+
+class TestFaultLength(DecideBase):
+    """Refusals that fail the build fit in the instance fault.
+
+    Nova keeps 255 characters of a fault, after its own "Build of instance
+    <36-character UUID> aborted: " (64 characters): what to change must
+    not be cut off.
+    """
+
+    LIMIT = 255 - len('Build of instance %s aborted: ' % ('x' * 36))
+
+    def assertFits(self, result):
+        self.assertFalse(result.refusal.reschedule)
+        self.assertLessEqual(len(result.refusal.message), self.LIMIT,
+                             result.refusal.message)
+
+    def test_no_gpu_with_both_keys(self):
+        self.assertFits(self.decide(request(clique='15', numa='required'),
+                                    addresses=(NIC,)))
+
+    def test_hidden_hypervisor(self):
+        self.assertFits(self.decide(request(clique='required'),
+                                    guest=facts(hypervisor_hidden=True)))
+
+    def test_no_nvidia_gpu(self):
+        self.assertFits(self.decide(request(clique='required'),
+                                    addresses=(AMD,)))
+
+    def test_no_numa_topology(self):
+        self.assertFits(self.decide(request(numa='required'),
+                                    guest=facts(host_node_of_cell=None)))
+
+    def test_machine_type(self):
+        self.assertFits(self.decide(
+            request(numa='required'),
+            guest=facts(machine_type='pc-i440fx-rhel7.6.0')))
+
+    def test_acpi(self):
+        self.assertFits(self.decide(request(numa='required'),
+                                    guest=facts(acpi=False)))
+
+    def test_hole(self):
+        self.assertFits(self.decide(
+            request(numa='required'), addresses=(GPU_A, GPU_B, GPU_C),
+            host=host_gpus(bars=16 * 1024 * GiB)))

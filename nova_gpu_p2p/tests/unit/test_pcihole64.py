@@ -191,7 +191,7 @@ class TestPlan(testtools.TestCase):
         hole = pcihole64.plan('auto', (TiB, TiB), GiB, 40)
         # 2 TiB hole: starts at 2 TiB, ends at 4 TiB -> 42 bits.
         self.assertEqual(2 * TiB, hole.size)
-        self.assertIn('(2048 GiB)', hole.problem)
+        self.assertIn('2048 GiB PCI hole', hole.problem)
         self.assertIn('40 physical address bits', hole.problem)
         self.assertIn('hw:maxphysaddr_mode=emulate', hole.problem)
         self.assertIn('hw:maxphysaddr_bits=42', hole.problem)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+# System tools the tests call: virt-xml-validate (Debian's libvirt-clients)
+# checks the guest XML against libvirt's own schema in the functional
+# tests; it runs xmllint (libxml2-utils), which libvirt-clients does not
+# pull in without recommends. Installs them where it can (root with apt-get); elsewhere it says
+# what is missing and leaves the choice to the caller: the tests skip
+# unless NOVA_GPU_P2P_REQUIRE_TOOLS=1.
+set -euo pipefail
+
+readonly PACKAGES=(libvirt-clients libxml2-utils)
+
+if command -v virt-xml-validate >/dev/null 2>&1 &&
+        command -v xmllint >/dev/null 2>&1; then
+    echo "install-ci-deps: virt-xml-validate and xmllint present"
+    exit 0
+fi
+if [[ "$(id -u)" -ne 0 ]]; then
+    echo "install-ci-deps: not root, not installing ${PACKAGES[*]} (virt-xml-validate or xmllint missing)"
+    exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "install-ci-deps: no apt-get, not installing ${PACKAGES[*]} (virt-xml-validate or xmllint missing)"
+    exit 0
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
+command -v virt-xml-validate xmllint
