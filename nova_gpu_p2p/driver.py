@@ -31,11 +31,17 @@ from nova_gpu_p2p.guest import nova_guest
 from nova_gpu_p2p.guest import plan as plan_mod
 from nova_gpu_p2p import nova_hooks
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p import traits
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
 
 conf.register_opts(CONF)
+
+
+def _split_version(version: int) -> tuple[int, int, int]:
+    """libvirt's integer version (1000000 * major + ...) as a tuple."""
+    return version // 1000000, version // 1000 % 1000, version % 1000
 
 
 class HostCannotHonour(exception.ComputeResourcesUnavailable):
@@ -65,6 +71,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         nova_hooks.check()
         super().__init__(virtapi, read_only=read_only)
         self._host_gpus: discovery.HostGPUs | None = None
+        self._device_trait_problems: list[str] = []
         LOG.info('nova-gpu-p2p driver loaded: topology_backend=%s, '
                  'p2p_level=%s, acs_policy=%s',
                  CONF.gpu_p2p.topology_backend, CONF.gpu_p2p.p2p_level,
@@ -91,8 +98,60 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         return super().get_available_resource(nodename)
 
     def _libvirt_version(self) -> tuple[int, int, int]:
-        version = self._host.get_connection().getLibVersion()
-        return version // 1000000, version // 1000 % 1000, version % 1000
+        return _split_version(self._host.get_connection().getLibVersion())
+
+    def _qemu_version(self) -> tuple[int, int, int]:
+        return _split_version(self._host.get_connection().getVersion())
+
+    def p2p_traits(self) -> set[str]:
+        """Our traits this host should carry now (none when disabled)."""
+        host = self.host_gpus
+        if not CONF.gpu_p2p.report_traits or host.error:
+            return set()
+        return (traits.p2p_traits(host.topology, host.cliques)
+                | traits.numa_affinity(host.topology,
+                                       self._libvirt_version(),
+                                       self._qemu_version()))
+
+    def update_provider_tree(self, provider_tree, nodename,
+                             allocations=None):
+        """Nova's provider tree, plus our traits on the compute node.
+
+        Only the traits in :data:`nova_gpu_p2p.traits.OWNED` are added or
+        removed; any other trait, an operator's included, is left alone.
+        Runs on every periodic update, right after get_available_resource
+        re-read the topology, so the traits follow the host.
+        """
+        super().update_provider_tree(provider_tree, nodename,
+                                     allocations=allocations)
+        wanted = self.p2p_traits()
+        stale = (traits.OWNED - wanted) & provider_tree.data(nodename).traits
+        if stale:
+            provider_tree.remove_traits(nodename, *stale)
+        if wanted:
+            provider_tree.add_traits(nodename, *wanted)
+        if CONF.pci.report_in_placement:
+            self._check_device_traits(provider_tree, nodename)
+
+    def _check_device_traits(self, provider_tree, nodename: str) -> None:
+        """Warn when a GPU's device provider lacks its clique trait.
+
+        Nova names a PCI device's provider ``<nodename>_<address>`` and
+        rewrites its traits from ``[pci] device_spec`` on every update, so
+        this only checks what the operator configured; a problem is logged
+        when it first appears, not every period.
+        """
+        provider_traits = {}
+        for address in self.host_gpus.cliques.ids:
+            name = '%s_%s' % (nodename, address)
+            if provider_tree.exists(name):
+                provider_traits[address] = provider_tree.data(name).traits
+        problems = traits.device_trait_problems(self.host_gpus.cliques.ids,
+                                                provider_traits)
+        for problem in problems:
+            if problem not in self._device_trait_problems:
+                LOG.warning('GPU P2P: %s', problem)
+        self._device_trait_problems = problems
 
     def _host_phys_bits(self) -> int | None:
         maxphysaddr = self._host.get_capabilities().host.cpu.maxphysaddr

@@ -28,6 +28,7 @@ HOOKS = {
     'get_available_resource': ('nodename',),
     '_get_guest_config': ('instance', 'network_info', 'image_meta',
                           'disk_info'),
+    'update_provider_tree': ('provider_tree', 'nodename', 'allocations'),
 }
 
 

@@ -14,9 +14,14 @@
 
 """The placement traits that describe a host's GPU P2P ability.
 
-Only the names in :data:`OWNED` are ever added or removed by the driver;
-every other trait on the provider belongs to someone else.
+Only the names in :data:`OWNED` are ever added or removed on the compute
+node provider by the driver; every other trait on the provider belongs to
+someone else. :func:`clique_id_trait` names the trait that marks a GPU's
+own provider with its clique when PCI devices are tracked in placement.
 """
+
+from collections.abc import Mapping
+from collections.abc import Set
 
 from nova_gpu_p2p.topology import cliques as cliques_mod
 from nova_gpu_p2p.topology import model
@@ -29,6 +34,13 @@ GPU_P2P_CLIQUE = {size: 'CUSTOM_GPU_P2P_CLIQUE_%d' % size
                   for size in CLIQUE_SIZES}
 OWNED = frozenset([GPU_P2P, GPU_P2P_NVLINK, GPU_NUMA_AFFINITY,
                    *GPU_P2P_CLIQUE.values()])
+#: Prefix of the per-GPU trait naming its host clique ID.
+CLIQUE_ID_PREFIX = 'CUSTOM_GPU_P2P_CLIQUE_ID_'
+#: libvirt and QEMU releases from which guests get NUMA-bound PCIe
+#: expander buses as this driver writes them: the oldest pair tested
+#: (Debian 12), above Nova's own minimums.
+MIN_NUMA_AFFINITY_LIBVIRT = (9, 0, 0)
+MIN_NUMA_AFFINITY_QEMU = (7, 2, 0)
 
 
 def p2p_traits(topology: model.HostTopology,
@@ -42,3 +54,67 @@ def p2p_traits(topology: model.HostTopology,
     if topology.nvlink_pairs:
         traits.add(GPU_P2P_NVLINK)
     return traits
+
+
+def numa_affinity(topology: model.HostTopology,
+                  libvirt_version: tuple[int, int, int],
+                  qemu_version: tuple[int, int, int]) -> set[str]:
+    """CUSTOM_GPU_NUMA_AFFINITY: this host can bind guest buses to nodes.
+
+    Needs a GPU whose host NUMA node is known (nothing to bind otherwise)
+    and libvirt and QEMU at least as new as the oldest pair tested.
+    """
+    if (libvirt_version < MIN_NUMA_AFFINITY_LIBVIRT
+            or qemu_version < MIN_NUMA_AFFINITY_QEMU):
+        return set()
+    if not any(gpu.numa_node is not None for gpu in topology.gpus()):
+        return set()
+    return {GPU_NUMA_AFFINITY}
+
+
+def clique_id_trait(clique_id: int) -> str:
+    """The trait marking a GPU's own provider with its host clique ID."""
+    return '%s%d' % (CLIQUE_ID_PREFIX, clique_id)
+
+
+def device_spec_entry(address: str, clique_id: int) -> str:
+    """A ``[pci] device_spec`` line tagging a GPU with its clique trait.
+
+    Nova's PCI-in-placement code sets a device provider's traits from its
+    device_spec entry on every update, replacing anything a driver put
+    there, so the device_spec is where the clique must be written.
+    """
+    return ('device_spec = {"address": "%s", "traits": "%s"}'
+            % (address, clique_id_trait(clique_id)))
+
+
+def device_trait_problems(clique_ids: Mapping[str, int | None],
+                          provider_traits: Mapping[str, Set[str]]
+                          ) -> list[str]:
+    """GPUs whose placement provider does not carry their clique trait.
+
+    :param clique_ids: GPU address -> host clique ID (None: no clique).
+    :param provider_traits: GPU address -> traits of its device provider,
+        for the GPUs that have one.
+    """
+    problems = []
+    for address, clique_id in sorted(clique_ids.items()):
+        if address not in provider_traits:
+            continue
+        wanted = set() if clique_id is None else {clique_id_trait(clique_id)}
+        present = {t for t in provider_traits[address]
+                   if t.startswith(CLIQUE_ID_PREFIX)}
+        if present == wanted:
+            continue
+        if wanted:
+            problems.append(
+                'GPU %s is in clique %d but its placement provider has %s: '
+                'set %s' % (address, clique_id,
+                            ', '.join(sorted(present)) or 'no clique trait',
+                            device_spec_entry(address, clique_id)))
+        else:
+            problems.append(
+                'GPU %s is in no clique but its placement provider has %s: '
+                'remove that trait from its [pci] device_spec entry'
+                % (address, ', '.join(sorted(present))))
+    return problems

@@ -21,6 +21,7 @@ import sys
 from oslo_config import cfg
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import discovery
@@ -134,7 +135,12 @@ def cmd_topology(args: argparse.Namespace) -> int:
     result = discovery.evaluate(_read_host(args, opts), opts,
                                 link_class.LinkClass[level])
     report = to_json(result, level, opts.gpu_p2p.acs_policy)
-    if args.json:
+    if args.device_spec:
+        print('\n'.join(traits.device_spec_entry(address, clique)
+                        for address, clique in sorted(
+                            result.cliques.ids.items())
+                        if clique is not None))
+    elif args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
     else:
         print(render_matrix(report))
@@ -147,6 +153,15 @@ def cmd_capture(args: argparse.Namespace) -> int:
     capture.save(topology, args.output)
     print('captured %d PCI functions, %d NVIDIA GPUs to %s' % (
         len(topology.functions), len(topology.gpus()), args.output))
+    return 0
+
+
+def cmd_flavor(args: argparse.Namespace) -> int:
+    request = flavor_commands.FlavorRequest(
+        gpus=args.gpus, alias=args.alias, numa_nodes=args.numa_nodes,
+        name=args.name, vcpus=args.vcpus, ram_mb=args.ram,
+        disk_gb=args.disk)
+    print('\n'.join(flavor_commands.commands(request)))
     return 0
 
 
@@ -167,8 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
     topo.add_argument('--level', choices=LEVELS,
                       help='p2p_level to apply instead of the configured '
                            'one')
-    topo.add_argument('--json', action='store_true',
-                      help='print one JSON object')
+    output = topo.add_mutually_exclusive_group()
+    output.add_argument('--json', action='store_true',
+                        help='print one JSON object')
+    output.add_argument('--device-spec', action='store_true',
+                        help='print [pci] device_spec lines that tag each '
+                             'GPU\'s placement provider with its clique '
+                             '(for [pci] report_in_placement)')
     topo.set_defaults(func=cmd_topology)
 
     cap = sub.add_parser('capture', help='save this host\'s topology for '
@@ -178,6 +198,25 @@ def build_parser() -> argparse.ArgumentParser:
                                            'from')
     cap.add_argument('--sysfs-root', help='read this directory as /sys')
     cap.set_defaults(func=cmd_capture)
+
+    flavor = sub.add_parser(
+        'flavor', help='print the openstack commands for a P2P flavor')
+    flavor.add_argument('--gpus', type=int, required=True,
+                        help='GPUs per server, all in one P2P clique')
+    flavor.add_argument('--alias', required=True,
+                        help='the [pci] alias name of the GPUs')
+    flavor.add_argument('--numa-nodes', type=int, default=1,
+                        help='guest NUMA nodes: as many as the host NUMA '
+                             'nodes the GPUs sit on (default 1)')
+    flavor.add_argument('--name', help='flavor name (default '
+                                       'gpu-p2p.<N>x)')
+    flavor.add_argument('--vcpus', type=int,
+                        help='dedicated vCPUs (default 8 per GPU)')
+    flavor.add_argument('--ram', type=int, metavar='MB',
+                        help='RAM in MB (default 64 GiB per GPU)')
+    flavor.add_argument('--disk', type=int, default=100, metavar='GB',
+                        help='root disk in GB (default 100)')
+    flavor.set_defaults(func=cmd_flavor)
     return parser
 
 
@@ -185,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (backends.TopologyError, conf.InvalidConfig) as exc:
+    except (backends.TopologyError, conf.InvalidConfig,
+            flavor_commands.InvalidFlavorRequest) as exc:
         print('nova-gpu-p2p: %s' % exc, file=sys.stderr)
         return 2
 

@@ -1,0 +1,122 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The ``openstack`` commands that define a P2P flavor.
+
+What a P2P flavor needs, in one place: the PCI alias request, our two
+extra specs, the placement trait for the clique size, Nova's CPU pinning
+and NUMA node count, and the image properties it relies on.
+"""
+
+import dataclasses
+import shlex
+
+from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p import traits
+
+MAX_GPUS = 16
+
+
+class InvalidFlavorRequest(ValueError):
+    """The asked-for flavor cannot be a P2P flavor as given."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FlavorRequest:
+    gpus: int
+    alias: str
+    numa_nodes: int = 1
+    name: str | None = None
+    vcpus: int | None = None
+    ram_mb: int | None = None
+    disk_gb: int = 100
+
+    @property
+    def flavor_name(self) -> str:
+        return self.name or 'gpu-p2p.%dx' % self.gpus
+
+    @property
+    def vcpu_count(self) -> int:
+        # Enough dedicated CPUs to feed each GPU, split evenly over cells.
+        return self.vcpus or 8 * self.gpus
+
+    @property
+    def ram(self) -> int:
+        return self.ram_mb or 65536 * self.gpus
+
+
+def clique_trait(gpus: int) -> str:
+    """The smallest clique-size trait that guarantees ``gpus`` in one."""
+    return traits.GPU_P2P_CLIQUE[min(size for size in traits.CLIQUE_SIZES
+                                     if size >= gpus)]
+
+
+def validate(request: FlavorRequest) -> None:
+    if not 2 <= request.gpus <= MAX_GPUS:
+        raise InvalidFlavorRequest(
+            '--gpus %d: a P2P flavor has 2 to %d GPUs (a clique holds at '
+            'most %d)' % (request.gpus, MAX_GPUS, MAX_GPUS))
+    if not request.alias or ':' in request.alias or ',' in request.alias:
+        raise InvalidFlavorRequest(
+            '--alias %r: give the name of a [pci] alias from nova.conf, '
+            'without ":" or ","' % request.alias)
+    if not 1 <= request.numa_nodes <= request.gpus:
+        raise InvalidFlavorRequest(
+            '--numa-nodes %d: between 1 and the number of GPUs (%d)'
+            % (request.numa_nodes, request.gpus))
+    if request.vcpu_count % request.numa_nodes:
+        raise InvalidFlavorRequest(
+            '--vcpus %d does not split evenly over %d NUMA nodes'
+            % (request.vcpu_count, request.numa_nodes))
+    if request.ram % request.numa_nodes:
+        raise InvalidFlavorRequest(
+            '--ram %d does not split evenly over %d NUMA nodes'
+            % (request.ram, request.numa_nodes))
+
+
+def properties(request: FlavorRequest) -> dict[str, str]:
+    """The flavor's extra specs."""
+    return {
+        'pci_passthrough:alias': '%s:%d' % (request.alias, request.gpus),
+        extra_specs.CLIQUE_KEY: extra_specs.CliqueMode.REQUIRED.value,
+        extra_specs.NUMA_AFFINITY_KEY:
+            extra_specs.NumaAffinity.REQUIRED.value,
+        'trait:%s' % clique_trait(request.gpus): 'required',
+        'trait:%s' % traits.GPU_NUMA_AFFINITY: 'required',
+        'hw:cpu_policy': 'dedicated',
+        'hw:numa_nodes': str(request.numa_nodes),
+    }
+
+
+def commands(request: FlavorRequest) -> list[str]:
+    """Shell lines: create the flavor, set its properties, notes."""
+    validate(request)
+    name = shlex.quote(request.flavor_name)
+    lines = ['openstack flavor create %s --vcpus %d --ram %d --disk %d' % (
+        name, request.vcpu_count, request.ram, request.disk_gb)]
+    props = ' \\\n'.join(
+        '    --property %s=%s' % (key, shlex.quote(value))
+        for key, value in properties(request).items())
+    lines.append('openstack flavor set %s \\\n%s' % (name, props))
+    lines.append(
+        '# The image must use the q35 machine type (Nova\'s x86 default is '
+        'pc), and UEFI for large-BAR GPUs:\n'
+        '#   openstack image set --property hw_machine_type=q35 '
+        '--property hw_firmware_type=uefi IMAGE\n'
+        '# Large-BAR GPUs need the guest\'s physical address bits: '
+        '[libvirt] cpu_mode = host-passthrough, or\n'
+        '#   openstack --os-compute-api-version 2.85 flavor set %s '
+        '--property hw:maxphysaddr_mode=emulate '
+        '--property hw:maxphysaddr_bits=46' % name)
+    return lines
