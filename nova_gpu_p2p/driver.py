@@ -136,14 +136,15 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
     def _check_device_traits(self, provider_tree, nodename: str) -> None:
         """Warn when a GPU's device provider lacks its clique trait.
 
-        Nova names a PCI device's provider ``<nodename>_<address>`` and
+        Nova names a PCI device's provider ``<nodename>_<ADDRESS>`` and
         rewrites its traits from ``[pci] device_spec`` on every update, so
         this only checks what the operator configured; a problem is logged
         when it first appears, not every period.
         """
         provider_traits = {}
         for address in self.host_gpus.cliques.ids:
-            name = '%s_%s' % (nodename, address)
+            # Nova's name for a PCI device's provider (upper-case address).
+            name = '%s_%s' % (nodename, address.upper())
             if provider_tree.exists(name):
                 provider_traits[address] = provider_tree.data(name).traits
         problems = traits.device_trait_problems(self.host_gpus.cliques.ids,

@@ -49,11 +49,11 @@ class FlavorRequest:
     @property
     def vcpu_count(self) -> int:
         # Enough dedicated CPUs to feed each GPU, split evenly over cells.
-        return self.vcpus or 8 * self.gpus
+        return 8 * self.gpus if self.vcpus is None else self.vcpus
 
     @property
     def ram(self) -> int:
-        return self.ram_mb or 65536 * self.gpus
+        return 65536 * self.gpus if self.ram_mb is None else self.ram_mb
 
 
 def clique_trait(gpus: int) -> str:
@@ -71,6 +71,15 @@ def validate(request: FlavorRequest) -> None:
         raise InvalidFlavorRequest(
             '--alias %r: give the name of a [pci] alias from nova.conf, '
             'without ":" or ","' % request.alias)
+    if request.name is not None and (
+            not request.name or not request.name.isprintable()):
+        raise InvalidFlavorRequest(
+            '--name %r: give a name of printable characters' % request.name)
+    for flag, value in (('--vcpus', request.vcpu_count),
+                        ('--ram', request.ram), ('--disk', request.disk_gb)):
+        if value < 1:
+            raise InvalidFlavorRequest('%s %d: must be at least 1'
+                                       % (flag, value))
     if not 1 <= request.numa_nodes <= request.gpus:
         raise InvalidFlavorRequest(
             '--numa-nodes %d: between 1 and the number of GPUs (%d)'

@@ -136,10 +136,18 @@ def cmd_topology(args: argparse.Namespace) -> int:
                                 link_class.LinkClass[level])
     report = to_json(result, level, opts.gpu_p2p.acs_policy)
     if args.device_spec:
-        print('\n'.join(traits.device_spec_entry(address, clique)
-                        for address, clique in sorted(
-                            result.cliques.ids.items())
-                        if clique is not None))
+        lines = [traits.device_spec_entry(address, clique)
+                 for address, clique in sorted(result.cliques.ids.items())
+                 if clique is not None]
+        # Notes go to stderr, so that stdout can be pasted into nova.conf.
+        if not lines:
+            print('No GPU is in a clique at p2p_level %s: nothing to tag.'
+                  % level, file=sys.stderr)
+        else:
+            print('Put these [pci] device_spec lines before broader entries '
+                  '(Nova uses the first that matches) and add the keys those '
+                  'carry (resource_class, ...).', file=sys.stderr)
+            print('\n'.join(lines))
     elif args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
     else:

@@ -163,7 +163,7 @@ class _Decision:
         if self.host.error:
             self.problem('GPU topology discovery failed on this host (%s); '
                          'fix it (see nova-compute\'s log and '
-                         '`nova-gpu-p2p check`)' % self.host.error,
+                         '`nova-gpu-p2p topology`)' % self.host.error,
                          any_required, reschedule=True)
             return self.plan()
         if not any(d.kind is devices_mod.DeviceKind.GPU

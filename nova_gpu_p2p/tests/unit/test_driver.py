@@ -17,6 +17,8 @@ import types
 from unittest import mock
 
 import fixtures
+from nova.compute import pci_placement_translator
+from nova.compute import provider_tree
 from nova import conf as nova_conf
 from nova import exception
 from nova.tests import fixtures as nova_fixtures
@@ -24,13 +26,17 @@ from nova.virt import driver as virt_driver
 from nova.virt.libvirt import config as vconfig
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import fixture as config_fixture
+from oslo_utils.fixture import uuidsentinel as uuids
 import testtools
 
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import driver
 from nova_gpu_p2p.guest import libvirt_config
+from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p.tests.unit import test_corpus
 from nova_gpu_p2p.topology import cliques
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 
 
@@ -282,3 +288,407 @@ class TestHostFacts(testtools.TestCase):
         with mock.patch.object(self.driver._host, 'get_capabilities',
                                return_value=caps):
             self.assertIsNone(self.driver._host_phys_bits())
+
+    def test_qemu_version(self):
+        connection = mock.Mock()
+        connection.getVersion.return_value = 7002000
+        with mock.patch.object(self.driver._host, 'get_connection',
+                               return_value=connection):
+            self.assertEqual((7, 2, 0), self.driver._qemu_version())
+
+    def test_qemu_version_10(self):
+        connection = mock.Mock()
+        connection.getVersion.return_value = 10000000
+        with mock.patch.object(self.driver._host, 'get_connection',
+                               return_value=connection):
+            self.assertEqual((10, 0, 0), self.driver._qemu_version())
+
+
+P2P = 'CUSTOM_GPU_P2P'
+C2 = 'CUSTOM_GPU_P2P_CLIQUE_2'
+C4 = 'CUSTOM_GPU_P2P_CLIQUE_4'
+C8 = 'CUSTOM_GPU_P2P_CLIQUE_8'
+C16 = 'CUSTOM_GPU_P2P_CLIQUE_16'
+NVLINK = 'CUSTOM_GPU_P2P_NVLINK'
+NUMA = 'CUSTOM_GPU_NUMA_AFFINITY'
+ALL_OURS = {P2P, C2, C4, C8, C16, NVLINK, NUMA}
+NOVA_TRAITS = {'COMPUTE_NET_VIF_MODEL_VIRTIO', 'HW_CPU_X86_AVX2'}
+OPERATOR = 'CUSTOM_OPERATOR_X'
+NODE = 'host1'
+
+
+def _sixteen_with_nvlink():
+    """16 GPUs in one clique, two of them joined by NVLink."""
+    addresses = ['0000:%02x:00.0' % (0x10 + i) for i in range(16)]
+    return discovery.HostGPUs(
+        topology=model.HostTopology(
+            functions={a: _gpu(a, 0, 'pci0000:00') for a in addresses},
+            nvlink_pairs=frozenset([frozenset(addresses[:2])])),
+        cliques=cliques.Cliques(groups=(tuple(addresses),),
+                                ids={a: 0 for a in addresses}))
+
+
+def _no_numa_pair():
+    functions = {a: _gpu(a, None, 'pci0000:00') for a in (GPU_A, GPU_B)}
+    return discovery.HostGPUs(
+        topology=model.HostTopology(functions=functions),
+        cliques=cliques.Cliques(groups=((GPU_A, GPU_B),),
+                                ids={GPU_A: 0, GPU_B: 0}))
+
+
+class TestUpdateProviderTree(testtools.TestCase):
+    """Our traits on a real ProviderTree, Nova's own method mocked."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(nova_conf.CONF))
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        self.conf.config(compute_driver='gpu_p2p.GPUP2PLibvirtDriver')
+        self.conf.config(report_in_placement=False, group='pci')
+        self.driver = virt_driver.load_compute_driver(None)
+        self.driver._host_gpus = _host_gpus()
+        self.nova = self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, 'update_provider_tree',
+            side_effect=self._nova_update)).mock
+        self.libvirt = self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_libvirt_version', return_value=(9, 0, 0))).mock
+        self.qemu = self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_qemu_version', return_value=(7, 2, 0))).mock
+        self.discover = self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.topology.discovery.discover')).mock
+        self.tree = provider_tree.ProviderTree()
+        self.tree.new_root(NODE, uuids.host1)
+        self.tree.add_traits(NODE, OPERATOR)
+
+    @staticmethod
+    def _nova_update(tree, nodename, allocations=None):
+        tree.add_traits(nodename, *NOVA_TRAITS)
+
+    def update(self, allocations=None):
+        self.driver.update_provider_tree(self.tree, NODE,
+                                         allocations=allocations)
+        return self.tree.data(NODE).traits
+
+    def test_adds_our_traits(self):
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.update())
+        self.nova.assert_called_once_with(self.tree, NODE, allocations=None)
+
+    def test_allocations_passed_to_nova(self):
+        allocations = {uuids.consumer: {'allocations': {}}}
+        self.update(allocations)
+        self.nova.assert_called_once_with(self.tree, NODE,
+                                          allocations=allocations)
+
+    def test_positional_call_as_the_resource_tracker_makes_it(self):
+        self.driver.update_provider_tree(self.tree, NODE)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.tree.data(NODE).traits)
+
+    def test_uses_cached_topology(self):
+        self.update()
+        self.update()
+        self.discover.assert_not_called()
+
+    def test_corpus_host_at_sys(self):
+        self.driver._host_gpus = discovery.evaluate(
+            test_corpus.discover('pcie-8gpu-4switch-2socket'),
+            nova_conf.CONF, link_class.LinkClass.SYS)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, C4, C8, NUMA},
+                         self.update())
+
+    def test_corpus_host_at_configured_level(self):
+        # PXB (the default): four pairs, one per switch.
+        self.driver._host_gpus = discovery.evaluate(
+            test_corpus.discover('pcie-8gpu-4switch-2socket'),
+            nova_conf.CONF)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.update())
+
+    def test_sixteen_with_nvlink(self):
+        self.driver._host_gpus = _sixteen_with_nvlink()
+        self.assertEqual(NOVA_TRAITS | {OPERATOR} | ALL_OURS, self.update())
+
+    def test_no_gpus(self):
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=model.HostTopology(functions={}),
+            cliques=cliques.Cliques(groups=(), ids={}))
+        self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
+
+    def test_other_traits_untouched_across_updates(self):
+        # Not ours: a per-GPU clique trait and a standard trait put on the
+        # compute node by someone else.
+        self.tree.add_traits(NODE, 'CUSTOM_GPU_P2P_CLIQUE_ID_0',
+                             'HW_GPU_API_CUDA_V12_0')
+        others = NOVA_TRAITS | {OPERATOR, 'CUSTOM_GPU_P2P_CLIQUE_ID_0',
+                                'HW_GPU_API_CUDA_V12_0'}
+        self.assertEqual(others | {P2P, C2, NUMA}, self.update())
+        self.driver._host_gpus = _sixteen_with_nvlink()
+        self.assertEqual(others | ALL_OURS, self.update())
+        self.conf.config(report_traits=False, group='gpu_p2p')
+        self.assertEqual(others, self.update())
+
+    def test_stale_removed_when_topology_changes(self):
+        self.driver._host_gpus = _sixteen_with_nvlink()
+        self.assertEqual(NOVA_TRAITS | {OPERATOR} | ALL_OURS, self.update())
+        self.driver._host_gpus = _host_gpus()
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.update())
+        self.driver._host_gpus = _no_numa_pair()
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+
+    def test_owned_trait_set_by_hand_is_removed(self):
+        # Only the driver decides CUSTOM_GPU_P2P* on the compute node.
+        self.tree.add_traits(NODE, C16, NVLINK)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.update())
+
+    def test_report_traits_false_removes_all_ours_and_only_ours(self):
+        self.driver._host_gpus = _sixteen_with_nvlink()
+        self.update()
+        self.conf.config(report_traits=False, group='gpu_p2p')
+        self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
+        self.assertEqual(set(), self.driver.p2p_traits())
+
+    def test_report_traits_false_on_a_fresh_tree(self):
+        self.conf.config(report_traits=False, group='gpu_p2p')
+        self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
+
+    def test_discovery_error_reports_none(self):
+        self.update()
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=model.HostTopology(functions={}),
+            cliques=cliques.Cliques(groups=(), ids={}),
+            error='no such file: /sys/bus/pci/devices')
+        self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
+
+    def test_error_wins_over_a_topology(self):
+        good = _sixteen_with_nvlink()
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=good.topology, cliques=good.cliques, error='boom')
+        self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
+
+    def test_numa_trait_needs_libvirt_9(self):
+        self.libvirt.return_value = (8, 10, 0)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+
+    def test_numa_trait_needs_qemu_7_2(self):
+        self.qemu.return_value = (7, 1, 0)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+
+    def test_numa_trait_with_backports(self):
+        self.libvirt.return_value = (11, 3, 0)
+        self.qemu.return_value = (10, 0, 0)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.update())
+
+    def test_numa_trait_follows_versions(self):
+        self.libvirt.return_value = (8, 0, 0)
+        self.assertNotIn(NUMA, self.update())
+        self.libvirt.return_value = (9, 0, 0)
+        self.assertIn(NUMA, self.update())
+        self.qemu.return_value = (6, 2, 0)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+
+    def test_numa_trait_needs_a_gpu_numa_node(self):
+        self.driver._host_gpus = _no_numa_pair()
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+
+    def test_nova_traits_removed_by_nova_are_not_readded(self):
+        # What Nova itself removes stays removed: we only touch ours.
+        self.tree.add_traits(NODE, 'COMPUTE_TRUSTED_CERTS')
+        self.nova.side_effect = lambda tree, node, allocations=None: (
+            tree.remove_traits(node, 'COMPUTE_TRUSTED_CERTS'))
+        self.assertEqual({OPERATOR, P2P, C2, NUMA}, self.update())
+
+    def test_device_traits_not_checked_without_report_in_placement(self):
+        check = self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_check_device_traits')).mock
+        log = self.useFixture(fixtures.FakeLogger(
+            name='nova_gpu_p2p.driver', level=logging.WARNING))
+        self.add_device(GPU_A)
+        self.add_device(GPU_C, 'CUSTOM_GPU_P2P_CLIQUE_ID_4')
+        self.update()
+        check.assert_not_called()
+        self.assertEqual('', log.output)
+
+    def add_device(self, address, *device_traits):
+        """A GPU's provider, named the way Nova's PCI translator names it."""
+        name = pci_placement_translator.PlacementView(
+            NODE, [])._get_rp_name_for_address(address)
+        self.tree.new_child(name, NODE, uuid=getattr(uuids, name))
+        if device_traits:
+            self.tree.add_traits(name, *device_traits)
+        return name
+
+
+def _warning(address, clique_id):
+    return ('GPU P2P: GPU %s is in clique %d but its placement provider has '
+            'no clique trait: set device_spec = {"address": "%s", "traits": '
+            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d"}' % (address, clique_id, address,
+                                                clique_id))
+
+
+class TestCheckDeviceTraits(TestUpdateProviderTree):
+    """With [pci] report_in_placement, each GPU's provider is checked."""
+
+    # The TestUpdateProviderTree tests run here too, with the check on.
+
+    def setUp(self):
+        super().setUp()
+        self.conf.config(report_in_placement=True, group='pci')
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='nova_gpu_p2p.driver', level=logging.WARNING))
+
+    def test_device_traits_not_checked_without_report_in_placement(self):
+        self.conf.config(report_in_placement=False, group='pci')
+        super().test_device_traits_not_checked_without_report_in_placement()
+
+    def test_all_right(self):
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_B, 'CUSTOM_GPU_P2P_CLIQUE_ID_0', OPERATOR)
+        self.add_device(GPU_C)
+        self.update()
+        self.assertEqual('', self.log.output)
+
+    def test_no_device_providers(self):
+        self.update()
+        self.assertEqual('', self.log.output)
+
+    def test_missing_trait_logged_once_per_new_problem(self):
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        b = self.add_device(GPU_B)
+        self.update()
+        self.assertEqual(_warning(GPU_B, 0) + '\n', self.log.output)
+        # Unchanged on the next periodic update: not logged again.
+        self.update()
+        self.assertEqual(1, self.log.output.count('GPU P2P:'))
+        # Fixed: nothing new.
+        self.tree.add_traits(b, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.update()
+        self.assertEqual(1, self.log.output.count('GPU P2P:'))
+        # Broken again: logged again.
+        self.tree.remove_traits(b, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.update()
+        self.assertEqual(2, self.log.output.count(_warning(GPU_B, 0)))
+        self.assertEqual(2, self.log.output.count('GPU P2P:'))
+
+    def test_each_problem_its_own_warning(self):
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_1')
+        self.add_device(GPU_B)
+        self.add_device(GPU_C, 'CUSTOM_GPU_P2P_CLIQUE_ID_2')
+        self.update()
+        self.assertEqual(
+            ['GPU P2P: GPU 0000:03:00.0 is in clique 0 but its placement '
+             'provider has CUSTOM_GPU_P2P_CLIQUE_ID_1: set device_spec = '
+             '{"address": "0000:03:00.0", "traits": '
+             '"CUSTOM_GPU_P2P_CLIQUE_ID_0"}',
+             _warning(GPU_B, 0),
+             'GPU P2P: GPU 0000:81:00.0 is in no clique but its placement '
+             'provider has CUSTOM_GPU_P2P_CLIQUE_ID_2: remove that trait '
+             'from its [pci] device_spec entry'],
+            self.log.output.splitlines())
+
+    def test_new_problem_logged_old_one_not(self):
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_B)
+        self.update()
+        c = self.add_device(GPU_C, 'CUSTOM_GPU_P2P_CLIQUE_ID_2')
+        self.update()
+        self.assertEqual(1, self.log.output.count(_warning(GPU_B, 0)))
+        self.assertEqual(1, self.log.output.count('GPU 0000:81:00.0'))
+        self.tree.remove_traits(c, 'CUSTOM_GPU_P2P_CLIQUE_ID_2')
+        self.update()
+        self.assertEqual(2, len(self.log.output.splitlines()))
+
+    def test_problem_after_topology_change(self):
+        # GPU_C joins clique 1: its provider now lacks a trait.
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_B, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_C)
+        self.update()
+        self.assertEqual('', self.log.output)
+        host = _host_gpus()
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=host.topology,
+            cliques=cliques.Cliques(groups=((GPU_A, GPU_B, GPU_C),),
+                                    ids={GPU_A: 0, GPU_B: 0, GPU_C: 0}))
+        self.update()
+        self.assertEqual(_warning(GPU_C, 0) + '\n', self.log.output)
+
+    def test_nova_names_providers_in_upper_case(self):
+        # Nova's PCI translator names a device's provider
+        # <nodename>_<ADDRESS IN UPPER CASE>: hex digits a-f come out
+        # upper case, and the check must still find it.
+        functions = {a: _gpu(a, 1, 'pci0000:80')
+                     for a in ('0000:8a:00.0', '0000:8b:00.0')}
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=model.HostTopology(functions=functions),
+            cliques=cliques.Cliques(
+                groups=(('0000:8a:00.0', '0000:8b:00.0'),),
+                ids={'0000:8a:00.0': 0, '0000:8b:00.0': 0}))
+        self.assertEqual('host1_0000:8A:00.0', self.add_device(
+            '0000:8a:00.0', 'CUSTOM_GPU_P2P_CLIQUE_ID_0'))
+        self.add_device('0000:8b:00.0')
+        self.update()
+        self.assertEqual(_warning('0000:8b:00.0', 0) + '\n',
+                         self.log.output)
+
+
+class TestNovaHooksWithProviderTree(testtools.TestCase):
+
+    def test_real_libvirt_driver_accepted(self):
+        nova_hooks.check(libvirt_driver.LibvirtDriver)
+        nova_hooks.check(driver.GPUP2PLibvirtDriver)
+
+    def test_update_provider_tree_is_a_hook(self):
+        self.assertEqual(('provider_tree', 'nodename', 'allocations'),
+                         nova_hooks.HOOKS['update_provider_tree'])
+
+    def test_update_provider_tree_without_allocations_refused(self):
+        class Old:
+            def get_available_resource(self, nodename):
+                pass
+
+            def _get_guest_config(self, instance, network_info, image_meta,
+                                  disk_info, rescue=None):
+                pass
+
+            def update_provider_tree(self, provider_tree, nodename):
+                pass
+
+        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+                                nova_hooks.check, Old)
+        self.assertEqual(
+            'nova-gpu-p2p does not support this Nova release: '
+            'Old.update_provider_tree takes (provider_tree, nodename), '
+            'expected (provider_tree, nodename, allocations). Install a '
+            'nova-gpu-p2p release made for it.', str(exc))
+
+    def test_update_provider_tree_missing_refused(self):
+        class Older:
+            def get_available_resource(self, nodename):
+                pass
+
+            def _get_guest_config(self, instance, network_info, image_meta,
+                                  disk_info):
+                pass
+
+        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+                                nova_hooks.check, Older)
+        self.assertIn('Older.update_provider_tree is missing', str(exc))
+        self.assertNotIn('get_available_resource', str(exc))
+
+    def test_driver_refuses_to_start_on_such_a_nova(self):
+        self.useFixture(config_fixture.Config(nova_conf.CONF))
+        self.useFixture(nova_fixtures.LibvirtFixture())
+
+        def old(self, provider_tree, nodename):
+            pass
+
+        self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, 'update_provider_tree', old))
+        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+                                driver.GPUP2PLibvirtDriver, None)
+        self.assertIn('update_provider_tree takes (provider_tree, nodename)',
+                      str(exc))

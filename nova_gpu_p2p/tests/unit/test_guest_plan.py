@@ -244,7 +244,7 @@ class TestDiscoveryError(DecideBase):
                       result.refusal.message)
         self.assertIn('/sys/bus/pci/devices: no such directory',
                       result.refusal.message)
-        self.assertIn('nova-gpu-p2p check', result.refusal.message)
+        self.assertIn('nova-gpu-p2p topology', result.refusal.message)
 
     def test_numa_required_refused(self):
         result = self.decide(request(numa='required'), host=self.broken)

@@ -1,0 +1,445 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-gpu-p2p flavor`` and ``topology --device-spec``."""
+
+import contextlib
+import io
+import json
+import shlex
+
+import fixtures
+import testtools
+
+from nova_gpu_p2p.cmd import cli
+from nova_gpu_p2p import flavor_commands as fc
+from nova_gpu_p2p.tests.fixtures import hosts
+from nova_gpu_p2p.tests.unit import test_corpus
+from nova_gpu_p2p.topology import sysfs
+
+NOTE = (
+    "# The image must use the q35 machine type (Nova's x86 default is pc), "
+    "and UEFI for large-BAR GPUs:\n"
+    "#   openstack image set --property hw_machine_type=q35 "
+    "--property hw_firmware_type=uefi IMAGE\n"
+    "# Large-BAR GPUs need the guest's physical address bits: [libvirt] "
+    "cpu_mode = host-passthrough, or\n"
+    "#   openstack --os-compute-api-version 2.85 flavor set %s "
+    "--property hw:maxphysaddr_mode=emulate "
+    "--property hw:maxphysaddr_bits=46")
+
+
+class TestCliqueTrait(testtools.TestCase):
+
+    def test_every_size(self):
+        expected = {2: 'CUSTOM_GPU_P2P_CLIQUE_2',
+                    3: 'CUSTOM_GPU_P2P_CLIQUE_4',
+                    4: 'CUSTOM_GPU_P2P_CLIQUE_4',
+                    5: 'CUSTOM_GPU_P2P_CLIQUE_8',
+                    6: 'CUSTOM_GPU_P2P_CLIQUE_8',
+                    7: 'CUSTOM_GPU_P2P_CLIQUE_8',
+                    8: 'CUSTOM_GPU_P2P_CLIQUE_8',
+                    9: 'CUSTOM_GPU_P2P_CLIQUE_16',
+                    10: 'CUSTOM_GPU_P2P_CLIQUE_16',
+                    11: 'CUSTOM_GPU_P2P_CLIQUE_16',
+                    12: 'CUSTOM_GPU_P2P_CLIQUE_16',
+                    13: 'CUSTOM_GPU_P2P_CLIQUE_16',
+                    14: 'CUSTOM_GPU_P2P_CLIQUE_16',
+                    15: 'CUSTOM_GPU_P2P_CLIQUE_16',
+                    16: 'CUSTOM_GPU_P2P_CLIQUE_16'}
+        self.assertEqual(expected,
+                         {n: fc.clique_trait(n) for n in range(2, 17)})
+
+
+class TestDefaults(testtools.TestCase):
+
+    def test_defaults(self):
+        request = fc.FlavorRequest(gpus=4, alias='a100')
+        self.assertEqual(1, request.numa_nodes)
+        self.assertEqual('gpu-p2p.4x', request.flavor_name)
+        self.assertEqual(32, request.vcpu_count)
+        self.assertEqual(262144, request.ram)
+        self.assertEqual(100, request.disk_gb)
+
+    def test_given_values_win(self):
+        request = fc.FlavorRequest(gpus=4, alias='a100', name='big',
+                                   vcpus=12, ram_mb=1024, disk_gb=20)
+        self.assertEqual('big', request.flavor_name)
+        self.assertEqual(12, request.vcpu_count)
+        self.assertEqual(1024, request.ram)
+
+
+class TestValidate(testtools.TestCase):
+
+    def error(self, **kwargs):
+        kwargs.setdefault('alias', 'a100')
+        return str(self.assertRaises(fc.InvalidFlavorRequest, fc.validate,
+                                     fc.FlavorRequest(**kwargs)))
+
+    def test_error_is_a_value_error(self):
+        self.assertTrue(issubclass(fc.InvalidFlavorRequest, ValueError))
+
+    def test_one_gpu(self):
+        self.assertEqual('--gpus 1: a P2P flavor has 2 to 16 GPUs (a clique '
+                         'holds at most 16)', self.error(gpus=1))
+
+    def test_seventeen_gpus(self):
+        self.assertEqual('--gpus 17: a P2P flavor has 2 to 16 GPUs (a '
+                         'clique holds at most 16)', self.error(gpus=17))
+
+    def test_zero_and_negative_gpus(self):
+        self.assertIn('--gpus 0: a P2P flavor has 2 to 16 GPUs',
+                      self.error(gpus=0))
+        self.assertIn('--gpus -2: a P2P flavor has 2 to 16 GPUs',
+                      self.error(gpus=-2))
+
+    def test_bounds_accepted(self):
+        fc.validate(fc.FlavorRequest(gpus=2, alias='a100'))
+        fc.validate(fc.FlavorRequest(gpus=16, alias='a100'))
+
+    def test_alias_with_colon(self):
+        self.assertEqual('--alias \'a100:2\': give the name of a [pci] alias '
+                         'from nova.conf, without ":" or ","',
+                         self.error(gpus=2, alias='a100:2'))
+
+    def test_alias_with_comma(self):
+        self.assertIn("--alias 'a,b': give the name of a [pci] alias",
+                      self.error(gpus=2, alias='a,b'))
+
+    def test_empty_alias(self):
+        self.assertIn("--alias '': give the name of a [pci] alias",
+                      self.error(gpus=2, alias=''))
+
+    def test_zero_numa_nodes(self):
+        self.assertEqual('--numa-nodes 0: between 1 and the number of GPUs '
+                         '(4)', self.error(gpus=4, numa_nodes=0))
+
+    def test_more_numa_nodes_than_gpus(self):
+        self.assertEqual('--numa-nodes 5: between 1 and the number of GPUs '
+                         '(4)', self.error(gpus=4, numa_nodes=5))
+
+    def test_as_many_numa_nodes_as_gpus(self):
+        fc.validate(fc.FlavorRequest(gpus=4, alias='a100', numa_nodes=4))
+
+    def test_default_vcpus_uneven(self):
+        # 4 GPUs: 32 vCPUs by default, not a multiple of 3.
+        self.assertEqual('--vcpus 32 does not split evenly over 3 NUMA nodes',
+                         self.error(gpus=4, numa_nodes=3))
+
+    def test_zero_and_negative_sizes(self):
+        # Zero is not "use the default": it is refused, naming the flag.
+        self.assertEqual('--vcpus 0: must be at least 1',
+                         self.error(gpus=2, vcpus=0))
+        self.assertEqual('--ram -1: must be at least 1',
+                         self.error(gpus=2, ram_mb=-1))
+        self.assertEqual('--disk 0: must be at least 1',
+                         self.error(gpus=2, disk_gb=0))
+
+    def test_name_with_newline(self):
+        self.assertEqual("--name 'a\\nb': give a name of printable "
+                         "characters", self.error(gpus=2, name='a\nb'))
+
+    def test_given_vcpus_uneven(self):
+        self.assertEqual('--vcpus 33 does not split evenly over 2 NUMA nodes',
+                         self.error(gpus=4, numa_nodes=2, vcpus=33))
+
+    def test_default_ram_uneven(self):
+        # 4 GPUs: 262144 MB by default, not a multiple of 3.
+        self.assertEqual('--ram 262144 does not split evenly over 3 NUMA '
+                         'nodes', self.error(gpus=4, numa_nodes=3, vcpus=24))
+
+    def test_given_ram_uneven(self):
+        self.assertEqual('--ram 1001 does not split evenly over 2 NUMA nodes',
+                         self.error(gpus=2, numa_nodes=2, ram_mb=1001))
+
+    def test_even_split_accepted(self):
+        fc.validate(fc.FlavorRequest(gpus=6, alias='a100', numa_nodes=3))
+        fc.validate(fc.FlavorRequest(gpus=4, alias='a100', numa_nodes=3,
+                                     vcpus=24, ram_mb=3072))
+
+    def test_commands_validate(self):
+        self.assertRaises(fc.InvalidFlavorRequest, fc.commands,
+                          fc.FlavorRequest(gpus=1, alias='a100'))
+
+
+class TestProperties(testtools.TestCase):
+
+    def test_eight_gpus_two_nodes(self):
+        self.assertEqual(
+            {'pci_passthrough:alias': 'a100:8',
+             'hw:gpu_p2p_clique': 'required',
+             'hw:gpu_numa_affinity': 'required',
+             'trait:CUSTOM_GPU_P2P_CLIQUE_8': 'required',
+             'trait:CUSTOM_GPU_NUMA_AFFINITY': 'required',
+             'hw:cpu_policy': 'dedicated',
+             'hw:numa_nodes': '2'},
+            fc.properties(fc.FlavorRequest(gpus=8, alias='a100',
+                                           numa_nodes=2)))
+
+    def test_three_gpus(self):
+        self.assertEqual(
+            {'pci_passthrough:alias': 'h100-sxm:3',
+             'hw:gpu_p2p_clique': 'required',
+             'hw:gpu_numa_affinity': 'required',
+             'trait:CUSTOM_GPU_P2P_CLIQUE_4': 'required',
+             'trait:CUSTOM_GPU_NUMA_AFFINITY': 'required',
+             'hw:cpu_policy': 'dedicated',
+             'hw:numa_nodes': '1'},
+            fc.properties(fc.FlavorRequest(gpus=3, alias='h100-sxm')))
+
+    def test_values_are_strings(self):
+        props = fc.properties(fc.FlavorRequest(gpus=16, alias='a'))
+        self.assertEqual({str}, {type(v) for v in props.values()})
+        self.assertEqual('required', props['trait:CUSTOM_GPU_P2P_CLIQUE_16'])
+
+
+class TestCommands(testtools.TestCase):
+
+    def test_defaults(self):
+        self.assertEqual(
+            ['openstack flavor create gpu-p2p.8x --vcpus 64 --ram 524288 '
+             '--disk 100',
+             'openstack flavor set gpu-p2p.8x \\\n'
+             '    --property pci_passthrough:alias=a100:8 \\\n'
+             '    --property hw:gpu_p2p_clique=required \\\n'
+             '    --property hw:gpu_numa_affinity=required \\\n'
+             '    --property trait:CUSTOM_GPU_P2P_CLIQUE_8=required \\\n'
+             '    --property trait:CUSTOM_GPU_NUMA_AFFINITY=required \\\n'
+             '    --property hw:cpu_policy=dedicated \\\n'
+             '    --property hw:numa_nodes=1',
+             NOTE % 'gpu-p2p.8x'],
+            fc.commands(fc.FlavorRequest(gpus=8, alias='a100')))
+
+    def test_everything_given(self):
+        lines = fc.commands(fc.FlavorRequest(
+            gpus=4, alias='l40s', numa_nodes=2, name='p2p.l40s.4',
+            vcpus=48, ram_mb=131072, disk_gb=40))
+        self.assertEqual('openstack flavor create p2p.l40s.4 --vcpus 48 '
+                         '--ram 131072 --disk 40', lines[0])
+        self.assertTrue(lines[1].startswith(
+            'openstack flavor set p2p.l40s.4 \\\n'
+            '    --property pci_passthrough:alias=l40s:4 \\\n'), lines[1])
+        self.assertIn('    --property trait:CUSTOM_GPU_P2P_CLIQUE_4=required',
+                      lines[1])
+        self.assertTrue(lines[1].endswith('--property hw:numa_nodes=2'),
+                        lines[1])
+        self.assertEqual(NOTE % 'p2p.l40s.4', lines[2])
+        self.assertEqual(3, len(lines))
+
+    def test_name_with_space_is_quoted(self):
+        lines = fc.commands(fc.FlavorRequest(gpus=2, alias='a100',
+                                             name='my gpu flavor'))
+        self.assertTrue(lines[0].startswith(
+            "openstack flavor create 'my gpu flavor' --vcpus 16"), lines[0])
+        self.assertTrue(lines[1].startswith(
+            "openstack flavor set 'my gpu flavor' \\\n"), lines[1])
+        self.assertIn("flavor set 'my gpu flavor' --property "
+                      "hw:maxphysaddr_mode=emulate", lines[2])
+
+    def test_name_with_quote_and_dollar_survives_the_shell(self):
+        name = "it's $HOME; rm -rf /"
+        lines = fc.commands(fc.FlavorRequest(gpus=2, alias='a100',
+                                             name=name))
+        self.assertEqual(['openstack', 'flavor', 'create', name, '--vcpus',
+                          '16', '--ram', '131072', '--disk', '100'],
+                         shlex.split(lines[0]))
+        self.assertEqual(name, shlex.split(lines[1])[3])
+
+    def test_odd_alias_is_quoted(self):
+        lines = fc.commands(fc.FlavorRequest(gpus=2, alias='my gpu'))
+        self.assertIn("    --property pci_passthrough:alias='my gpu:2' \\\n",
+                      lines[1])
+        words = shlex.split(lines[1].replace('\\\n', ' '))
+        self.assertIn('pci_passthrough:alias=my gpu:2', words)
+
+    def test_set_line_round_trips_through_the_shell(self):
+        words = shlex.split(fc.commands(fc.FlavorRequest(
+            gpus=8, alias='a100', numa_nodes=2))[1].replace('\\\n', ' '))
+        self.assertEqual(
+            ['openstack', 'flavor', 'set', 'gpu-p2p.8x',
+             '--property', 'pci_passthrough:alias=a100:8',
+             '--property', 'hw:gpu_p2p_clique=required',
+             '--property', 'hw:gpu_numa_affinity=required',
+             '--property', 'trait:CUSTOM_GPU_P2P_CLIQUE_8=required',
+             '--property', 'trait:CUSTOM_GPU_NUMA_AFFINITY=required',
+             '--property', 'hw:cpu_policy=dedicated',
+             '--property', 'hw:numa_nodes=2'],
+            words)
+
+    def test_notes_are_shell_comments(self):
+        note = fc.commands(fc.FlavorRequest(gpus=2, alias='a100'))[2]
+        for line in note.splitlines():
+            self.assertTrue(line.startswith('#'), line)
+
+
+class TestFlavorCLI(testtools.TestCase):
+
+    def run_cli(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli.main(list(argv))
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_prints_commands(self):
+        rc, out, err = self.run_cli('flavor', '--gpus', '8', '--alias',
+                                    'a100')
+        self.assertEqual(0, rc)
+        self.assertEqual('', err)
+        lines = out.splitlines()
+        self.assertEqual('openstack flavor create gpu-p2p.8x --vcpus 64 '
+                         '--ram 524288 --disk 100', lines[0])
+        self.assertEqual('openstack flavor set gpu-p2p.8x \\', lines[1])
+        self.assertIn('    --property trait:CUSTOM_GPU_P2P_CLIQUE_8='
+                      'required \\', lines)
+        self.assertIn('    --property hw:numa_nodes=1', lines)
+        self.assertTrue(out.endswith(
+            '--property hw:maxphysaddr_bits=46\n'), out)
+
+    def test_all_options(self):
+        rc, out, err = self.run_cli(
+            'flavor', '--gpus', '4', '--alias', 'l40s', '--numa-nodes', '2',
+            '--name', 'p2p 4', '--vcpus', '48', '--ram', '131072',
+            '--disk', '40')
+        self.assertEqual(0, rc)
+        self.assertEqual('', err)
+        self.assertEqual("openstack flavor create 'p2p 4' --vcpus 48 --ram "
+                         "131072 --disk 40", out.splitlines()[0])
+        self.assertIn('    --property pci_passthrough:alias=l40s:4 \\',
+                      out.splitlines())
+        self.assertIn('    --property hw:numa_nodes=2', out.splitlines())
+
+    def test_bad_request(self):
+        rc, out, err = self.run_cli('flavor', '--gpus', '1', '--alias',
+                                    'a100')
+        self.assertEqual(2, rc)
+        self.assertEqual('', out)
+        self.assertEqual('nova-gpu-p2p: --gpus 1: a P2P flavor has 2 to 16 '
+                         'GPUs (a clique holds at most 16)\n', err)
+
+    def test_bad_numa_nodes(self):
+        rc, out, err = self.run_cli('flavor', '--gpus', '2', '--alias',
+                                    'a100', '--numa-nodes', '3')
+        self.assertEqual(2, rc)
+        self.assertEqual('', out)
+        self.assertIn('--numa-nodes 3: between 1 and the number of GPUs (2)',
+                      err)
+
+    def test_bad_alias(self):
+        rc, out, err = self.run_cli('flavor', '--gpus', '2', '--alias',
+                                    'a100:2')
+        self.assertEqual(2, rc)
+        self.assertIn("--alias 'a100:2'", err)
+
+    def test_gpus_and_alias_required(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            exc = self.assertRaises(SystemExit, cli.main,
+                                    ['flavor', '--alias', 'a100'])
+        self.assertEqual(2, exc.code)
+        self.assertIn('--gpus', err.getvalue())
+        with contextlib.redirect_stderr(err):
+            exc = self.assertRaises(SystemExit, cli.main,
+                                    ['flavor', '--gpus', '2'])
+        self.assertEqual(2, exc.code)
+        self.assertIn('--alias', err.getvalue())
+
+    def test_gpus_not_a_number(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            exc = self.assertRaises(SystemExit, cli.main,
+                                    ['flavor', '--gpus', 'eight',
+                                     '--alias', 'a100'])
+        self.assertEqual(2, exc.code)
+
+
+def _spec(address, clique_id):
+    return ('device_spec = {"address": "%s", "traits": '
+            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d"}' % (address, clique_id))
+
+
+class TestDeviceSpecCLI(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        # Read config space straight from the generated tree, as root
+        # would, instead of through privsep.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_gpu_p2p.topology.sysfs.read_pci_config',
+            sysfs.read_config_direct))
+
+    def run_cli(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli.main(list(argv))
+        self.assertEqual(0, rc, err.getvalue())
+        return out.getvalue()
+
+    def test_one_line_per_gpu_with_a_clique(self):
+        # At PXB each pair behind one switch is a clique, in address order.
+        out = self.run_cli('topology', '--device-spec', '--sysfs-root',
+                           test_corpus.tree('pcie-8gpu-4switch-2socket'))
+        self.assertEqual(
+            [_spec('0000:03:00.0', 0), _spec('0000:04:00.0', 0),
+             _spec('0000:07:00.0', 1), _spec('0000:08:00.0', 1),
+             _spec('0000:83:00.0', 2), _spec('0000:84:00.0', 2),
+             _spec('0000:87:00.0', 3), _spec('0000:88:00.0', 3)],
+            out.splitlines())
+
+    def test_lines_are_json_after_the_key(self):
+        out = self.run_cli('topology', '--device-spec', '--sysfs-root',
+                           test_corpus.tree('pcie-8gpu-4switch-2socket'))
+        for line in out.splitlines():
+            key, value = line.split(' = ', 1)
+            self.assertEqual('device_spec', key)
+            self.assertEqual(['address', 'traits'],
+                             sorted(json.loads(value)))
+
+    def test_level_applies(self):
+        out = self.run_cli('topology', '--device-spec', '--level', 'SYS',
+                           '--sysfs-root',
+                           test_corpus.tree('pcie-8gpu-4switch-2socket'))
+        self.assertEqual(
+            [_spec(a, 0) for a in (
+                '0000:03:00.0', '0000:04:00.0', '0000:07:00.0',
+                '0000:08:00.0', '0000:83:00.0', '0000:84:00.0',
+                '0000:87:00.0', '0000:88:00.0')],
+            out.splitlines())
+
+    def test_gpus_without_clique_get_no_line(self):
+        # acs-redirect-switch: the first two GPUs sit behind redirecting
+        # ports and are alone; the other two share clique 0.
+        expected = hosts.EXPECTED['acs-redirect-switch']
+        a, b, c, d = expected.addresses
+        out = self.run_cli('topology', '--device-spec', '--sysfs-root',
+                           test_corpus.tree('acs-redirect-switch'))
+        self.assertEqual([_spec(c, 0), _spec(d, 0)], out.splitlines())
+        self.assertNotIn(a, out)
+        self.assertNotIn(b, out)
+
+    def test_host_without_cliques_prints_no_device_spec(self):
+        out = self.run_cli('topology', '--device-spec', '--level', 'NV',
+                           '--sysfs-root',
+                           test_corpus.tree('pcie-8gpu-4switch-2socket'))
+        # Nothing to paste: stdout stays empty, the reason goes to stderr.
+        self.assertEqual('', out)
+
+    def test_not_with_json(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            exc = self.assertRaises(
+                SystemExit, cli.main,
+                ['topology', '--device-spec', '--json', '--sysfs-root',
+                 test_corpus.tree('pcie-8gpu-4switch-2socket')])
+        self.assertEqual(2, exc.code)
+        self.assertIn('not allowed with argument', err.getvalue())

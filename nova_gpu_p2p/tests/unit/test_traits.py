@@ -1,0 +1,332 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Placement traits, checked against the names written in SPEC.md."""
+
+import json
+
+import testtools
+
+from nova_gpu_p2p.topology import cliques
+from nova_gpu_p2p.topology import model
+from nova_gpu_p2p import traits
+
+P2P = 'CUSTOM_GPU_P2P'
+C2 = 'CUSTOM_GPU_P2P_CLIQUE_2'
+C4 = 'CUSTOM_GPU_P2P_CLIQUE_4'
+C8 = 'CUSTOM_GPU_P2P_CLIQUE_8'
+C16 = 'CUSTOM_GPU_P2P_CLIQUE_16'
+NVLINK = 'CUSTOM_GPU_P2P_NVLINK'
+NUMA = 'CUSTOM_GPU_NUMA_AFFINITY'
+
+A = '0000:03:00.0'
+B = '0000:04:00.0'
+C = '0000:81:00.0'
+D = '0000:8a:00.0'
+
+
+def _address(i):
+    return '0000:%02x:00.0' % (0x10 + i)
+
+
+def _function(address, numa=0, vendor=0x10de, class_code=0x030200):
+    return model.PCIFunction(address=address, vendor=vendor, device=0x2330,
+                             class_code=class_code, parent=None,
+                             root_complex='pci0000:00', numa_node=numa)
+
+
+def _topology(*functions, nvlink_pairs=frozenset()):
+    return model.HostTopology(functions={f.address: f for f in functions},
+                              nvlink_pairs=nvlink_pairs)
+
+
+def _cliques(*sizes, with_ids=True):
+    """One group per size, consecutive addresses, IDs 0, 1, ..."""
+    groups, ids, n = [], {}, 0
+    for clique_id, size in enumerate(sizes):
+        group = tuple(_address(n + i) for i in range(size))
+        n += size
+        groups.append(group)
+        for address in group:
+            ids[address] = clique_id if with_ids and size > 1 else None
+    return cliques.Cliques(groups=tuple(groups), ids=ids)
+
+
+class TestNames(testtools.TestCase):
+
+    def test_owned_is_exactly_the_spec_list(self):
+        self.assertEqual(
+            frozenset(['CUSTOM_GPU_P2P', 'CUSTOM_GPU_P2P_CLIQUE_2',
+                       'CUSTOM_GPU_P2P_CLIQUE_4', 'CUSTOM_GPU_P2P_CLIQUE_8',
+                       'CUSTOM_GPU_P2P_CLIQUE_16', 'CUSTOM_GPU_P2P_NVLINK',
+                       'CUSTOM_GPU_NUMA_AFFINITY']),
+            traits.OWNED)
+
+    def test_per_gpu_clique_trait_is_not_owned(self):
+        self.assertNotIn('CUSTOM_GPU_P2P_CLIQUE_ID_0', traits.OWNED)
+
+    def test_clique_id_trait(self):
+        self.assertEqual('CUSTOM_GPU_P2P_CLIQUE_ID_0',
+                         traits.clique_id_trait(0))
+        self.assertEqual('CUSTOM_GPU_P2P_CLIQUE_ID_7',
+                         traits.clique_id_trait(7))
+        self.assertEqual('CUSTOM_GPU_P2P_CLIQUE_ID_15',
+                         traits.clique_id_trait(15))
+
+
+class TestP2PTraits(testtools.TestCase):
+
+    def traits_for(self, *sizes, nvlink_pairs=frozenset()):
+        return traits.p2p_traits(_topology(nvlink_pairs=nvlink_pairs),
+                                 _cliques(*sizes))
+
+    def test_no_gpus(self):
+        self.assertEqual(set(), traits.p2p_traits(
+            _topology(), cliques.Cliques(groups=(), ids={})))
+
+    def test_largest_0(self):
+        self.assertEqual(set(), self.traits_for())
+
+    def test_largest_1(self):
+        # Three lone GPUs: no clique of two or more.
+        self.assertEqual(set(), self.traits_for(1, 1, 1))
+
+    def test_largest_2(self):
+        self.assertEqual({P2P, C2}, self.traits_for(2))
+
+    def test_largest_3(self):
+        self.assertEqual({P2P, C2}, self.traits_for(3, 1))
+
+    def test_largest_4(self):
+        self.assertEqual({P2P, C2, C4}, self.traits_for(2, 4))
+
+    def test_largest_7(self):
+        self.assertEqual({P2P, C2, C4}, self.traits_for(7))
+
+    def test_largest_8(self):
+        self.assertEqual({P2P, C2, C4, C8}, self.traits_for(8))
+
+    def test_two_cliques_of_8(self):
+        self.assertEqual({P2P, C2, C4, C8}, self.traits_for(8, 8))
+
+    def test_largest_15(self):
+        self.assertEqual({P2P, C2, C4, C8}, self.traits_for(15))
+
+    def test_largest_16(self):
+        self.assertEqual({P2P, C2, C4, C8, C16}, self.traits_for(16))
+
+    def test_group_without_id_is_no_clique(self):
+        # A group left without a host clique ID (more than 16 cliques)
+        # cannot be used as one, so it does not count.
+        without = _cliques(8, with_ids=False)
+        self.assertEqual(set(), traits.p2p_traits(_topology(), without))
+        mixed = cliques.Cliques(
+            groups=(('0000:10:00.0', '0000:11:00.0', '0000:12:00.0',
+                     '0000:13:00.0'), ('0000:20:00.0', '0000:21:00.0')),
+            ids={'0000:10:00.0': None, '0000:11:00.0': None,
+                 '0000:12:00.0': None, '0000:13:00.0': None,
+                 '0000:20:00.0': 0, '0000:21:00.0': 0})
+        self.assertEqual({P2P, C2}, traits.p2p_traits(_topology(), mixed))
+
+    def test_nvlink(self):
+        pairs = frozenset([frozenset([A, B])])
+        self.assertEqual({P2P, C2, NVLINK},
+                         self.traits_for(2, nvlink_pairs=pairs))
+
+    def test_nvlink_without_clique(self):
+        pairs = frozenset([frozenset([A, B])])
+        self.assertEqual({NVLINK}, self.traits_for(nvlink_pairs=pairs))
+
+    def test_no_nvlink_without_pairs(self):
+        self.assertNotIn(NVLINK, self.traits_for(16))
+
+    def test_only_owned_names(self):
+        pairs = frozenset([frozenset([A, B])])
+        self.assertTrue(self.traits_for(16, nvlink_pairs=pairs)
+                        <= traits.OWNED)
+
+
+class TestNumaAffinity(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.host = _topology(_function(A, 0), _function(C, 1))
+
+    def test_debian_12_pair(self):
+        self.assertEqual({NUMA}, traits.numa_affinity(self.host, (9, 0, 0),
+                                                      (7, 2, 0)))
+
+    def test_backports_pair(self):
+        self.assertEqual({NUMA}, traits.numa_affinity(self.host, (11, 3, 0),
+                                                      (10, 0, 0)))
+
+    def test_libvirt_8(self):
+        for version in ((8, 0, 0), (8, 2, 0), (8, 10, 0), (8, 999, 999)):
+            self.assertEqual(set(), traits.numa_affinity(
+                self.host, version, (7, 2, 0)), version)
+
+    def test_libvirt_9_patch_release(self):
+        self.assertEqual({NUMA}, traits.numa_affinity(self.host, (9, 0, 1),
+                                                      (7, 2, 0)))
+
+    def test_qemu_7_1(self):
+        for version in ((7, 1, 0), (7, 1, 99), (6, 2, 0)):
+            self.assertEqual(set(), traits.numa_affinity(
+                self.host, (9, 0, 0), version), version)
+
+    def test_qemu_newer_minor(self):
+        self.assertEqual({NUMA}, traits.numa_affinity(self.host, (9, 0, 0),
+                                                      (8, 0, 0)))
+
+    def test_both_too_old(self):
+        self.assertEqual(set(), traits.numa_affinity(self.host, (8, 0, 0),
+                                                     (7, 1, 0)))
+
+    def test_gpus_without_numa_node(self):
+        host = _topology(_function(A, None), _function(C, None))
+        self.assertEqual(set(), traits.numa_affinity(host, (11, 3, 0),
+                                                     (10, 0, 0)))
+
+    def test_one_gpu_with_numa_node_is_enough(self):
+        host = _topology(_function(A, None), _function(C, 1))
+        self.assertEqual({NUMA}, traits.numa_affinity(host, (9, 0, 0),
+                                                      (7, 2, 0)))
+
+    def test_numa_node_zero_counts(self):
+        host = _topology(_function(A, 0))
+        self.assertEqual({NUMA}, traits.numa_affinity(host, (9, 0, 0),
+                                                      (7, 2, 0)))
+
+    def test_no_gpus(self):
+        self.assertEqual(set(), traits.numa_affinity(_topology(), (11, 3, 0),
+                                                     (10, 0, 0)))
+
+    def test_only_non_gpu_functions_have_numa_nodes(self):
+        host = _topology(
+            _function(A, None),
+            # A NIC and a non-NVIDIA display device, both on node 0.
+            _function(B, 0, vendor=0x15b3, class_code=0x020000),
+            _function(C, 0, vendor=0x1a03, class_code=0x030000))
+        self.assertEqual(set(), traits.numa_affinity(host, (11, 3, 0),
+                                                     (10, 0, 0)))
+
+
+class TestDeviceSpecEntry(testtools.TestCase):
+
+    def test_line(self):
+        self.assertEqual(
+            'device_spec = {"address": "0000:81:00.0", '
+            '"traits": "CUSTOM_GPU_P2P_CLIQUE_ID_3"}',
+            traits.device_spec_entry(C, 3))
+
+    def test_value_is_json(self):
+        line = traits.device_spec_entry('0000:8a:00.0', 15)
+        prefix = 'device_spec = '
+        self.assertTrue(line.startswith(prefix), line)
+        self.assertEqual({'address': '0000:8a:00.0',
+                          'traits': 'CUSTOM_GPU_P2P_CLIQUE_ID_15'},
+                         json.loads(line[len(prefix):]))
+
+    def test_clique_zero(self):
+        value = json.loads(traits.device_spec_entry(A, 0).split(' = ', 1)[1])
+        self.assertEqual('CUSTOM_GPU_P2P_CLIQUE_ID_0', value['traits'])
+
+
+def _missing(address, clique_id, present='no clique trait'):
+    return ('GPU %s is in clique %d but its placement provider has %s: set '
+            'device_spec = {"address": "%s", "traits": '
+            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d"}'
+            % (address, clique_id, present, address, clique_id))
+
+
+class TestDeviceTraitProblems(testtools.TestCase):
+
+    def test_right_trait(self):
+        self.assertEqual([], traits.device_trait_problems(
+            {A: 0, B: 0},
+            {A: {'CUSTOM_GPU_P2P_CLIQUE_ID_0'},
+             B: {'CUSTOM_GPU_P2P_CLIQUE_ID_0', 'CUSTOM_OPERATOR_X',
+                 'HW_GPU_API_CUDA_V12_0'}}))
+
+    def test_missing(self):
+        self.assertEqual(
+            ['GPU 0000:03:00.0 is in clique 0 but its placement provider '
+             'has no clique trait: set device_spec = {"address": '
+             '"0000:03:00.0", "traits": "CUSTOM_GPU_P2P_CLIQUE_ID_0"}'],
+            traits.device_trait_problems({A: 0}, {A: set()}))
+
+    def test_other_traits_are_not_a_clique_trait(self):
+        # The clique-size traits of the compute node share the prefix
+        # CUSTOM_GPU_P2P_CLIQUE_ but are not per-GPU clique IDs.
+        self.assertEqual(
+            [_missing(A, 2)],
+            traits.device_trait_problems(
+                {A: 2}, {A: {'CUSTOM_GPU_P2P_CLIQUE_2', 'CUSTOM_OTHER'}}))
+
+    def test_wrong_id(self):
+        self.assertEqual(
+            ['GPU 0000:03:00.0 is in clique 0 but its placement provider '
+             'has CUSTOM_GPU_P2P_CLIQUE_ID_1: set device_spec = '
+             '{"address": "0000:03:00.0", "traits": '
+             '"CUSTOM_GPU_P2P_CLIQUE_ID_0"}'],
+            traits.device_trait_problems(
+                {A: 0}, {A: {'CUSTOM_GPU_P2P_CLIQUE_ID_1'}}))
+
+    def test_right_and_wrong_id(self):
+        self.assertEqual(
+            [_missing(A, 0, 'CUSTOM_GPU_P2P_CLIQUE_ID_0, '
+                            'CUSTOM_GPU_P2P_CLIQUE_ID_12')],
+            traits.device_trait_problems(
+                {A: 0}, {A: {'CUSTOM_GPU_P2P_CLIQUE_ID_12',
+                             'CUSTOM_GPU_P2P_CLIQUE_ID_0'}}))
+
+    def test_extra_on_gpu_without_clique(self):
+        self.assertEqual(
+            ['GPU 0000:81:00.0 is in no clique but its placement provider '
+             'has CUSTOM_GPU_P2P_CLIQUE_ID_2: remove that trait from its '
+             '[pci] device_spec entry'],
+            traits.device_trait_problems(
+                {C: None}, {C: {'CUSTOM_GPU_P2P_CLIQUE_ID_2', 'CUSTOM_X'}}))
+
+    def test_gpu_without_clique_and_without_trait(self):
+        self.assertEqual([], traits.device_trait_problems(
+            {C: None}, {C: {'CUSTOM_X'}}))
+
+    def test_gpu_without_provider_ignored(self):
+        self.assertEqual([], traits.device_trait_problems(
+            {A: 0, B: 0, C: None}, {}))
+        self.assertEqual([_missing(B, 0)], traits.device_trait_problems(
+            {A: 0, B: 0, C: None}, {B: frozenset()}))
+
+    def test_provider_of_unknown_address_ignored(self):
+        self.assertEqual([], traits.device_trait_problems(
+            {A: 0}, {A: {'CUSTOM_GPU_P2P_CLIQUE_ID_0'},
+                     D: {'CUSTOM_GPU_P2P_CLIQUE_ID_9'}}))
+
+    def test_no_gpus(self):
+        self.assertEqual([], traits.device_trait_problems({}, {}))
+
+    def test_sorted_by_address(self):
+        problems = traits.device_trait_problems(
+            {D: 1, C: None, B: 0, A: 0},
+            {D: set(), C: {'CUSTOM_GPU_P2P_CLIQUE_ID_1'}, B: set(),
+             A: {'CUSTOM_GPU_P2P_CLIQUE_ID_1'}})
+        self.assertEqual(
+            [_missing(A, 0, 'CUSTOM_GPU_P2P_CLIQUE_ID_1'),
+             _missing(B, 0),
+             'GPU 0000:81:00.0 is in no clique but its placement provider '
+             'has CUSTOM_GPU_P2P_CLIQUE_ID_1: remove that trait from its '
+             '[pci] device_spec entry',
+             _missing(D, 1)],
+            problems)
