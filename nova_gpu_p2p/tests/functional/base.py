@@ -139,16 +139,29 @@ class GPUHostsTestBase(GPUP2PServersTestBase):
         super().setUp()
         self.sysfs_roots = {}
         self.topologies = {}
+        #: Hostname -> [gpu_p2p] options that compute discovers with
+        #: (topology_backend, ...), on top of the test's own.
+        self.gpu_p2p_options: dict[str, dict[str, object]] = {}
         original = driver.GPUP2PLibvirtDriver.refresh_host_gpus
         roots = self.sysfs_roots
 
         def refresh(compute_driver):
             # One process runs every compute: read this compute's tree.
-            root = roots.get(compute_driver._host.get_hostname())
+            hostname = compute_driver._host.get_hostname()
+            root = roots.get(hostname)
             if root is None:
                 return original(compute_driver)
             self.flags(sysfs_root=root, group='gpu_p2p')
-            return original(compute_driver)
+            options = self.gpu_p2p_options.get(hostname)
+            if not options:
+                return original(compute_driver)
+            # Only for this discovery: the other computes keep theirs.
+            saved = {name: nova_conf.CONF.gpu_p2p[name] for name in options}
+            self.flags(group='gpu_p2p', **options)
+            try:
+                return original(compute_driver)
+            finally:
+                self.flags(group='gpu_p2p', **saved)
 
         self.useFixture(fixtures.MockPatchObject(
             driver.GPUP2PLibvirtDriver, 'refresh_host_gpus', refresh))
@@ -198,7 +211,16 @@ class GPUHostsTestBase(GPUP2PServersTestBase):
             group='pci')
 
     def start_gpu_compute(self, hostname: str, corpus_host: str,
+                          gpu_p2p_options: dict[str, object] | None = None,
                           **kwargs) -> model.HostTopology:
+        """Start a compute on a corpus host.
+
+        :param gpu_p2p_options: ``[gpu_p2p]`` options of this compute's
+            topology discovery only (see :attr:`gpu_p2p_options`); guest
+            configs are built with the test's own.
+        """
+        if gpu_p2p_options:
+            self.gpu_p2p_options[hostname] = dict(gpu_p2p_options)
         tree = self.useFixture(sysfs_builder.SysfsTree(
             hosts.HOSTS[corpus_host]))
         self.flags(sysfs_root=tree.root, group='gpu_p2p')
