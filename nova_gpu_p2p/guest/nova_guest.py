@@ -133,11 +133,13 @@ def _device(device, plan: plan_mod.GuestPlan,
             device, guest_address=guest_address)
     if address not in plan.cliques and guest_address is None:
         return device
-    hostdev = libvirt_config.HostdevPCI.adopt(device,
-                                              guest_address=guest_address)
+    # vfio is libvirt's only PCI passthrough backend today; naming it lets
+    # libvirt build the command line where /dev/vfio is not visible (its
+    # default otherwise fails with "invalid PCI passthrough type").
+    hostdev = libvirt_config.HostdevPCI.adopt(
+        device, guest_address=guest_address, driver_name='vfio')
     if address in plan.cliques:
         hostdev.alias = device_alias(address)
-        hostdev.driver_name = 'vfio'
         override.devices.append(libvirt_config.clique_override(
             hostdev.alias, plan.cliques[address]))
     return hostdev

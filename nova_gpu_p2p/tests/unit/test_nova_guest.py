@@ -358,13 +358,14 @@ class TestApply(NovaGuestBase):
                                   gpu_a.guest_address.slot))
         self.assertEqual((5, 0), (gpu_b.guest_address.bus,
                                   gpu_b.guest_address.slot))
-        # GPU_B has an address but no clique: no alias, no driver.
+        # GPU_B has an address but no clique: no alias; vfio named, as on
+        # every hostdev we touch.
         self.assertIsNone(gpu_b.alias)
-        self.assertIsNone(gpu_b.driver_name)
+        self.assertEqual('vfio', gpu_b.driver_name)
         dom = gpu_b.format_dom()
         self.assertEqual('0x05', dom.find('address').get('bus'))
         self.assertEqual('0x00', dom.find('address').get('slot'))
-        self.assertIsNone(dom.find('driver'))
+        self.assertEqual('vfio', dom.find('driver').get('name'))
 
     def test_interface_hostdev_gets_only_an_address(self):
         result = nova_guest.apply(self.guest, make_plan(
