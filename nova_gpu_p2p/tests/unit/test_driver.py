@@ -256,19 +256,17 @@ class TestHostFacts(testtools.TestCase):
         self.conf.config(compute_driver='gpu_p2p.GPUP2PLibvirtDriver')
         self.driver = virt_driver.load_compute_driver(None)
 
-    def test_libvirt_version(self):
-        connection = mock.Mock()
-        connection.getLibVersion.return_value = 11003000
+    def version(self, method: str, getter: str, value: int):
+        connection = mock.Mock(**{getter + '.return_value': value})
         with mock.patch.object(self.driver._host, 'get_connection',
                                return_value=connection):
-            self.assertEqual((11, 3, 0), self.driver._libvirt_version())
+            return getattr(self.driver, method)()
 
-    def test_libvirt_version_patch(self):
-        connection = mock.Mock()
-        connection.getLibVersion.return_value = 9000002
-        with mock.patch.object(self.driver._host, 'get_connection',
-                               return_value=connection):
-            self.assertEqual((9, 0, 2), self.driver._libvirt_version())
+    def test_libvirt_version(self):
+        self.assertEqual((11, 3, 0), self.version(
+            '_libvirt_version', 'getLibVersion', 11003000))
+        self.assertEqual((9, 0, 2), self.version(
+            '_libvirt_version', 'getLibVersion', 9000002))
 
     def test_host_phys_bits(self):
         caps = vconfig.LibvirtConfigCaps()
@@ -290,18 +288,10 @@ class TestHostFacts(testtools.TestCase):
             self.assertIsNone(self.driver._host_phys_bits())
 
     def test_qemu_version(self):
-        connection = mock.Mock()
-        connection.getVersion.return_value = 7002000
-        with mock.patch.object(self.driver._host, 'get_connection',
-                               return_value=connection):
-            self.assertEqual((7, 2, 0), self.driver._qemu_version())
-
-    def test_qemu_version_10(self):
-        connection = mock.Mock()
-        connection.getVersion.return_value = 10000000
-        with mock.patch.object(self.driver._host, 'get_connection',
-                               return_value=connection):
-            self.assertEqual((10, 0, 0), self.driver._qemu_version())
+        self.assertEqual((7, 2, 0), self.version(
+            '_qemu_version', 'getVersion', 7002000))
+        self.assertEqual((10, 0, 0), self.version(
+            '_qemu_version', 'getVersion', 10000000))
 
 
 P2P = 'CUSTOM_GPU_P2P'

@@ -25,18 +25,18 @@ The host (two sockets):
 * SLIT: 10 local, 21 remote.
 """
 
-from oslo_config import cfg
 import testtools
 
-from nova_gpu_p2p import conf
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import expander_buses
 from nova_gpu_p2p.guest import plan
+from nova_gpu_p2p.tests.unit import test_corpus
 from nova_gpu_p2p.topology import cliques as host_cliques
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import model
 
+make_conf = test_corpus.make_conf
 GiB = 1 << 30
 PT = model.PortType
 GPU_A = '0000:03:00.0'
@@ -48,15 +48,6 @@ NVME = '0000:83:00.0'
 
 CM = extra_specs.CliqueMode
 NA = extra_specs.NumaAffinity
-
-
-def make_conf(**overrides):
-    opts = cfg.ConfigOpts()
-    conf.register_opts(opts)
-    opts([], default_config_files=[])
-    for key, value in overrides.items():
-        opts.set_override(key, value, group='gpu_p2p')
-    return opts
 
 
 def function(address, parent, rc, numa, class_code=0x030200,
