@@ -1,0 +1,162 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Every corpus host x flavor kind through a real libvirtd.
+
+The domain XML is the one Nova's in-process cloud defined with our
+driver (written by :mod:`nova_gpu_p2p.tests.e2e.generate_xml`, which
+runs the functional ``test_xml_schema`` with ``NOVA_GPU_P2P_XML_DIR``);
+it does not depend on the libvirt here, so it is made once and checked
+against each installed stack (``tools/e2e/setup-stack.sh``).
+
+Per document: ``virt-xml-validate`` with this stack's schema, then
+``virsh domxml-to-native qemu-argv`` by the running libvirtd, whose
+``-device`` list :mod:`qemu_argv` compares with the XML and with the
+corpus host's own topology. libvirtd gets a copy with two adaptations,
+and only those (:data:`qemu_argv.ADAPTATIONS`): ``<numatune>`` nodesets
+mapped to node 0 (this machine may have one NUMA node) and
+``<driver name='vfio'/>`` on hostdevs Nova left without one (no
+/dev/vfio here). Each test lists them in its ``adaptations`` detail.
+
+Without libvirtd at qemu:///system (or without the XML) the tests skip
+with one line; with ``NOVA_GPU_P2P_REQUIRE_TOOLS=1`` (CI) they fail.
+"""
+
+import logging
+import os
+import subprocess
+
+import fixtures
+import testtools
+from testtools import content
+
+from nova_gpu_p2p.tests.e2e import qemu_argv
+from nova_gpu_p2p.tests.e2e import stack
+from nova_gpu_p2p.tests.fixtures import hosts
+from nova_gpu_p2p.tests.fixtures import sysfs_builder
+from nova_gpu_p2p.tests.functional import corpus_xml
+
+LOG = logging.getLogger(__name__)
+URI = stack.URI
+
+
+def corpus_locality(name: str) -> tuple[dict[str, int | None],
+                                        dict[str, str]]:
+    """Host NUMA node and root complex of every function of a corpus host.
+
+    Read from the corpus description (each root complex's node, each
+    function's place in the tree), not from our discovery code.
+    """
+    host = hosts.HOSTS[name]
+    node_of = {rc.name: rc.numa_node for rc in host.root_complexes}
+    complex_of = {address: path.split('/')[1] for address, path in
+                  sysfs_builder.addresses(host).items()}
+    return ({a: node_of[rc] for a, rc in complex_of.items()}, complex_of)
+
+
+class DomXMLToNativeTest(testtools.TestCase):
+    """Real libvirt's schema and QEMU command line, per corpus host."""
+
+    def setUp(self):
+        super().setUp()
+        required = os.environ.get(stack.REQUIRE_TOOLS) == '1'
+        missing = stack.missing()
+        folder = os.environ.get(stack.XML_DIR)
+        if missing is None and not (folder and os.path.isdir(folder)):
+            missing = ('no saved domain XML in $%s (%s): run tox -e e2e, '
+                       'which writes it' % (stack.XML_DIR, folder))
+        if missing:
+            if required:
+                self.fail('%s (%s=1)' % (missing, stack.REQUIRE_TOOLS))
+            self.skipTest(missing)
+        self.folder = folder
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.addDetail('libvirt', content.text_content(stack.version()))
+        note = ('libvirtd gets a copy of each document with only these '
+                'changes:\n' + '\n'.join(qemu_argv.ADAPTATIONS))
+        LOG.info(note)
+        self.addDetail('adaptations', content.text_content(note))
+
+    def run_tool(self, *argv: str) -> tuple[int, str]:
+        result = subprocess.run(argv, capture_output=True, text=True,
+                                check=False, timeout=120)
+        return result.returncode, result.stdout + result.stderr
+
+    def check_document(self, name: str, kind: corpus_xml.FlavorKind,
+                       path: str) -> list[str]:
+        """Schema, libvirtd's translation and the checks, for one XML."""
+        rc, out = self.run_tool('virt-xml-validate', path, 'domain')
+        if rc:
+            return ['virt-xml-validate exit %d: %s' % (rc, out.strip())]
+        with open(path, 'rb') as f:
+            xml = f.read()
+        adapted = os.path.join(self.tmp, '%s-%s.xml' % (name, kind.name))
+        with open(adapted, 'wb') as f:
+            f.write(qemu_argv.adapt_for_this_host(xml))
+        LOG.debug('%s/%s: domxml-to-native on the adapted copy %s',
+                  name, kind.name, adapted)
+        rc, out = self.run_tool('virsh', '-c', URI, 'domxml-to-native',
+                                'qemu-argv', adapted)
+        if rc:
+            return ['virsh domxml-to-native exit %d: %s' % (rc, out.strip())]
+        expected = qemu_argv.expectations(xml)
+        problems = list(expected.problems)
+        problems.extend(qemu_argv.argv_problems(
+            expected, qemu_argv.parse_devices(out)))
+        host_node, root_complex = corpus_locality(name)
+        problems.extend(qemu_argv.topology_problems(
+            expected, host_node, root_complex, kind.affinity))
+        oracle = hosts.EXPECTED[name]
+        problems.extend(qemu_argv.clique_problems(
+            expected, kind.clique, oracle.addresses, oracle.link))
+        return problems
+
+    def check_host(self, name: str) -> None:
+        facts = corpus_xml.host_facts(name)
+        folder = os.path.join(self.folder, name)
+        failures, summary = [], []
+        for kind in corpus_xml.KINDS:
+            if facts.not_applicable(kind) is not None:
+                continue
+            path = os.path.join(folder, '%s.xml' % kind.name)
+            refused = os.path.join(folder, '%s.refused.txt' % kind.name)
+            if os.path.exists(refused) and not os.path.exists(path):
+                summary.append('%-32s refused by the driver' % kind.name)
+                continue
+            if not os.path.exists(path):
+                failures.append('%s: neither %s nor %s' % (
+                    kind.name, path, refused))
+                continue
+            problems = self.check_document(name, kind, path)
+            summary.append('%-32s %s' % (
+                kind.name, 'FAIL' if problems else 'ok'))
+            if problems:
+                failures.append('%s/%s (%s):\n  %s' % (
+                    name, kind.name, path, '\n  '.join(problems)))
+        self.addDetail('kinds', content.text_content('\n'.join(summary)))
+        if failures:
+            self.fail('\n\n'.join(failures))
+
+
+def _host_test(name: str):
+    def test(self):
+        self.check_host(name)
+    test.__name__ = 'test_%s' % name.replace('-', '_')
+    test.__doc__ = 'Every flavor kind on corpus host %s.' % name
+    return test
+
+
+for _name in hosts.HOSTS:
+    setattr(DomXMLToNativeTest, _host_test(_name).__name__,
+            _host_test(_name))
