@@ -1,29 +1,334 @@
 #!/bin/bash
-# nova-gpu-p2p devstack plugin: installs the package where Nova runs and
-# selects the gpu_p2p compute driver.
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+# nova-gpu-p2p devstack plugin: installs the package where Nova runs, selects
+# the gpu_p2p compute driver and its [gpu_p2p] options, optionally a [pci]
+# alias and device_spec, the scheduler filters and a P2P flavor.
+#
+# devstack sources this file as `plugin.sh MODE [PHASE]`, with its own
+# helpers (iniset, pip_install, ...) and globals (NOVA_CONF, NOVA_BIN_DIR,
+# ...) defined, after devstack/settings. Only stack post-config writes
+# nova.conf: stack.sh starts the Nova services after that phase, and
+# nova-compute's nova-cpu.conf is copied from nova.conf when it starts, so
+# nothing needs a restart.
+
+_GPU_P2P_DRIVER=gpu_p2p.GPUP2PLibvirtDriver
+# What devstack's lib/nova_plugins/hypervisor-libvirt sets; clean restores it.
+_GPU_P2P_LIBVIRT_DRIVER=libvirt.LibvirtDriver
+# The [gpu_p2p] options (nova_gpu_p2p/conf.py); GPU_P2P_<OPTION> sets one.
+_GPU_P2P_OPTIONS="topology_backend sysfs_root static_topology_file p2p_level
+acs_policy clique_map expander_bus_grouping align_device_types
+guest_numa_distances pcihole64 report_traits"
+_GPU_P2P_FILTERS="PciPassthroughFilter NUMATopologyFilter"
+# Nova's own [filter_scheduler] enabled_filters default, for a nova.conf
+# that sets none (devstack's always does).
+_GPU_P2P_NOVA_FILTERS=ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter
+# The nvml extra of setup.cfg, installed with the nvml topology backend.
+_GPU_P2P_NVML_REQUIREMENT="nvidia-ml-py>=12.535.0"
+
+# Stop before anything is installed when the settings cannot work.
+function check_nova_gpu_p2p_settings {
+    if is_service_enabled n-cpu && [[ "${VIRT_DRIVER:-libvirt}" != libvirt ]]; then
+        die $LINENO "nova-gpu-p2p is a libvirt driver: VIRT_DRIVER=${VIRT_DRIVER} does not work with it"
+    fi
+    if [[ -n "$GPU_P2P_FLAVOR_GPUS" && -z "$GPU_P2P_ALIAS" ]]; then
+        die $LINENO "GPU_P2P_FLAVOR_GPUS needs GPU_P2P_ALIAS, the [pci] alias the flavor asks for"
+    fi
+    if [[ -n "$GPU_P2P_ALIAS" ]]; then
+        if [[ ! "$GPU_P2P_ALIAS" =~ ^[A-Za-z0-9._-]+$ ]]; then
+            die $LINENO "GPU_P2P_ALIAS=$GPU_P2P_ALIAS: use letters, digits, '.', '_' and '-'"
+        fi
+        if [[ ! "$GPU_P2P_VENDOR_ID" =~ ^[0-9a-fA-F]{4}$ ]]; then
+            die $LINENO "GPU_P2P_VENDOR_ID=$GPU_P2P_VENDOR_ID: give 4 hex digits, e.g. 10de (lspci -nn)"
+        fi
+        if [[ ! "$GPU_P2P_PRODUCT_ID" =~ ^[0-9a-fA-F]{4}$ ]]; then
+            die $LINENO "GPU_P2P_ALIAS needs GPU_P2P_PRODUCT_ID, the GPUs' 4 hex digit PCI device ID (lspci -nn shows [${GPU_P2P_VENDOR_ID}:XXXX])"
+        fi
+        if [[ ! "$GPU_P2P_DEVICE_TYPE" =~ ^type-(PCI|PF|VF)$ ]]; then
+            die $LINENO "GPU_P2P_DEVICE_TYPE=$GPU_P2P_DEVICE_TYPE: type-PCI, type-PF or type-VF"
+        fi
+    fi
+    local var
+    for var in GPU_P2P_FLAVOR_GPUS GPU_P2P_FLAVOR_NUMA_NODES \
+            GPU_P2P_FLAVOR_VCPUS GPU_P2P_FLAVOR_RAM GPU_P2P_FLAVOR_DISK; do
+        if [[ -n "${!var}" && ! "${!var}" =~ ^[0-9]+$ ]]; then
+            die $LINENO "$var=${!var}: give a whole number"
+        fi
+    done
+}
 
 function install_nova_gpu_p2p {
-    # Not setup_develop: an editable install of nova/virt/gpu_p2p.py could
-    # shadow Nova's own package. A plain install adds only that module.
-    pip_install "$NOVA_GPU_P2P_DIR"
+    # Into Nova's environment (pip_install picks devstack's venv when Nova
+    # is in one). Not setup_develop: an editable install of
+    # nova/virt/gpu_p2p.py could shadow Nova's own package; a plain install
+    # adds only that module. --no-deps: everything the package imports
+    # comes with Nova, and resolving its "nova" requirement could replace
+    # the Nova that devstack installed from git with one from PyPI.
+    pip_install --no-deps "$GPU_P2P_DIR"
+    if [[ "$GPU_P2P_TOPOLOGY_BACKEND" == nvml ]]; then
+        pip_install "$_GPU_P2P_NVML_REQUIREMENT"
+    fi
+}
+
+# stack.sh runs configure_neutron_nova in the background while the
+# post-config phase runs; its iniset calls on nova.conf and ours race (each
+# rewrites the whole file), as stack.sh's own comment before
+# "async_wait configure_neutron_nova" says. Wait for that job to record its
+# end (without collecting it: stack.sh does that later).
+function _gpu_p2p_wait_for_nova_conf_writers {
+    local job=${DEST}/async/configure_neutron_nova.ini
+    local pid i
+    if [[ ! -f "$job" ]]; then
+        return 0
+    fi
+    pid=$(iniget "$job" job pid)
+    if [[ -z "$pid" || "$pid" == self ]]; then
+        return 0
+    fi
+    for ((i = 0; i < 600; i++)); do
+        if [[ -n "$(iniget "$job" job end_time)" ]]; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    warn $LINENO "configure_neutron_nova still runs after 300 s; writing nova.conf anyway"
+}
+
+# Whether [SECTION] of FILE has exactly the line LINE.
+function _gpu_p2p_ini_has_line {
+    local file=$1 section=$2 line=$3
+    awk -v header="[$section]" -v line="$line" '
+        /^\[.*\]/ { in_section = (index($0, header) == 1); next }
+        in_section && $0 == line { found = 1 }
+        END { exit !found }' "$file"
+}
+
+# Remove from FILE the lines of [SECTION] equal to LINE or, with no LINE,
+# the whole section. devstack's inidelete removes every value of a multi
+# valued option ([pci] alias), and it has no helper to drop a section.
+function _gpu_p2p_ini_remove {
+    local file=$1 section=$2 line=${3:-}
+    local tmp
+    tmp=$(mktemp)
+    awk -v header="[$section]" -v line="$line" '
+        /^\[.*\]/ { in_section = (index($0, header) == 1) }
+        in_section && (line == "" || $0 == line) { next }
+        { print }' "$file" >"$tmp"
+    # Rewrite in place, keeping the file's owner and mode.
+    cat "$tmp" >"$file"
+    rm -f "$tmp"
+}
+
+# Add VALUE to the multi valued OPTION of [SECTION], keeping the values
+# already there (other plugins', local.conf's).
+function _gpu_p2p_ini_add {
+    local file=$1 section=$2 option=$3 value=$4
+    if _gpu_p2p_ini_has_line "$file" "$section" "$option = $value"; then
+        return 0
+    fi
+    if ini_has_option "$file" "$section" "$option"; then
+        iniadd_literal "$file" "$section" "$option" "$value"
+    else
+        iniset "$file" "$section" "$option" "$value"
+    fi
+}
+
+# The [pci] alias and device_spec values: one line of JSON without spaces,
+# which devstack's iniset would squeeze.
+function _gpu_p2p_pci_alias {
+    printf '{"name":"%s","vendor_id":"%s","product_id":"%s","device_type":"%s"}' \
+        "$GPU_P2P_ALIAS" "${GPU_P2P_VENDOR_ID,,}" "${GPU_P2P_PRODUCT_ID,,}" \
+        "$GPU_P2P_DEVICE_TYPE"
+}
+
+function _gpu_p2p_pci_device_spec {
+    printf '{"vendor_id":"%s","product_id":"%s"}' \
+        "${GPU_P2P_VENDOR_ID,,}" "${GPU_P2P_PRODUCT_ID,,}"
+}
+
+function _gpu_p2p_add_filters {
+    local file=$1
+    local filters filter
+    filters=$(iniget "$file" filter_scheduler enabled_filters)
+    filters=${filters// /}
+    filters=${filters:-$_GPU_P2P_NOVA_FILTERS}
+    for filter in $_GPU_P2P_FILTERS; do
+        if [[ ",$filters," != *",$filter,"* ]]; then
+            filters=$filters,$filter
+        fi
+    done
+    iniset "$file" filter_scheduler enabled_filters "$filters"
+}
+
+function _gpu_p2p_remove_filters {
+    local file=$1
+    local filters filter kept=""
+    filters=$(iniget "$file" filter_scheduler enabled_filters)
+    if [[ -z "$filters" ]]; then
+        return 0
+    fi
+    local -a names
+    IFS=, read -r -a names <<<"${filters// /}"
+    for filter in "${names[@]}"; do
+        if [[ " $_GPU_P2P_FILTERS " != *" $filter "* ]]; then
+            kept=${kept:+$kept,}$filter
+        fi
+    done
+    if [[ -n "$kept" ]]; then
+        iniset "$file" filter_scheduler enabled_filters "$kept"
+    else
+        inidelete "$file" filter_scheduler enabled_filters
+    fi
 }
 
 function configure_nova_gpu_p2p {
-    iniset "$NOVA_CONF" DEFAULT compute_driver gpu_p2p.GPUP2PLibvirtDriver
-    if [[ -n "$GPU_P2P_LEVEL" ]]; then
-        iniset "$NOVA_CONF" gpu_p2p p2p_level "$GPU_P2P_LEVEL"
+    _gpu_p2p_wait_for_nova_conf_writers
+    if is_service_enabled n-cpu; then
+        iniset "$NOVA_CONF" DEFAULT compute_driver "$_GPU_P2P_DRIVER"
+        local option var
+        for option in $_GPU_P2P_OPTIONS; do
+            var=GPU_P2P_${option^^}
+            if [[ -n "${!var}" ]]; then
+                iniset "$NOVA_CONF" gpu_p2p "$option" "${!var}"
+            fi
+        done
+        if [[ -n "$GPU_P2P_CPU_DEDICATED_SET" ]]; then
+            iniset "$NOVA_CONF" compute cpu_dedicated_set "$GPU_P2P_CPU_DEDICATED_SET"
+        fi
     fi
-    if [[ -n "$GPU_P2P_TOPOLOGY_BACKEND" ]]; then
-        iniset "$NOVA_CONF" gpu_p2p topology_backend "$GPU_P2P_TOPOLOGY_BACKEND"
+    if [[ -n "$GPU_P2P_ALIAS" ]]; then
+        # nova-api turns the flavor's alias into a PCI request and
+        # nova-compute claims devices for it; only nova-compute offers them.
+        if is_service_enabled n-api n-cpu; then
+            _gpu_p2p_ini_add "$NOVA_CONF" pci alias "$(_gpu_p2p_pci_alias)"
+        fi
+        if is_service_enabled n-cpu; then
+            _gpu_p2p_ini_add "$NOVA_CONF" pci device_spec "$(_gpu_p2p_pci_device_spec)"
+        fi
+    fi
+    if is_service_enabled n-sch && [[ "$GPU_P2P_SCHEDULER_FILTERS" == True ]]; then
+        _gpu_p2p_add_filters "$NOVA_CONF"
+    fi
+    if is_service_enabled n-api && [[ -n "$GPU_P2P_FLAVOR_GPUS" ]]; then
+        # Refuse bad flavor settings now, before the services start.
+        _gpu_p2p_flavor_commands >/dev/null ||
+            die $LINENO "nova-gpu-p2p flavor refused the GPU_P2P_FLAVOR_* settings (its message is above)"
     fi
 }
 
-if is_service_enabled n-cpu n-api; then
-    if [[ "$1" == "stack" && "$2" == "install" ]]; then
-        echo_summary "Installing nova-gpu-p2p"
-        install_nova_gpu_p2p
-    elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
-        echo_summary "Configuring nova-gpu-p2p"
-        configure_nova_gpu_p2p
+function _gpu_p2p_flavor_name {
+    echo "${GPU_P2P_FLAVOR_NAME:-gpu-p2p.${GPU_P2P_FLAVOR_GPUS}x}"
+}
+
+# The openstack commands for the flavor, from the package's own CLI.
+function _gpu_p2p_flavor_commands {
+    local -a args=(flavor --gpus "$GPU_P2P_FLAVOR_GPUS"
+        --alias "$GPU_P2P_ALIAS" --numa-nodes "$GPU_P2P_FLAVOR_NUMA_NODES"
+        --name "$(_gpu_p2p_flavor_name)")
+    if [[ -n "$GPU_P2P_FLAVOR_VCPUS" ]]; then
+        args+=(--vcpus "$GPU_P2P_FLAVOR_VCPUS")
+    fi
+    if [[ -n "$GPU_P2P_FLAVOR_RAM" ]]; then
+        args+=(--ram "$GPU_P2P_FLAVOR_RAM")
+    fi
+    if [[ -n "$GPU_P2P_FLAVOR_DISK" ]]; then
+        args+=(--disk "$GPU_P2P_FLAVOR_DISK")
+    fi
+    "$NOVA_BIN_DIR/nova-gpu-p2p" "${args[@]}"
+}
+
+function create_nova_gpu_p2p_flavor {
+    local name commands
+    name=$(_gpu_p2p_flavor_name)
+    if openstack flavor show "$name" >/dev/null 2>&1; then
+        echo "nova-gpu-p2p: flavor $name exists, leaving it as it is"
+        return 0
+    fi
+    commands=$(_gpu_p2p_flavor_commands) ||
+        die $LINENO "nova-gpu-p2p flavor refused the GPU_P2P_FLAVOR_* settings (its message is above)"
+    echo "$commands"
+    # The lines include comments (what the image needs): run them as a script.
+    bash -o errexit -c "$commands" || die $LINENO "creating flavor $name failed"
+}
+
+function cleanup_nova_gpu_p2p {
+    local conf
+    for conf in "$NOVA_CONF" "${NOVA_CPU_CONF:-}"; do
+        if [[ ! -f "$conf" ]]; then
+            continue
+        fi
+        if [[ "$(iniget "$conf" DEFAULT compute_driver)" == "$_GPU_P2P_DRIVER" ]]; then
+            iniset "$conf" DEFAULT compute_driver "$_GPU_P2P_LIBVIRT_DRIVER"
+        fi
+        _gpu_p2p_ini_remove "$conf" gpu_p2p
+        if [[ -n "$GPU_P2P_ALIAS" ]]; then
+            _gpu_p2p_ini_remove "$conf" pci "alias = $(_gpu_p2p_pci_alias)"
+            _gpu_p2p_ini_remove "$conf" pci "device_spec = $(_gpu_p2p_pci_device_spec)"
+        fi
+        if [[ -n "$GPU_P2P_CPU_DEDICATED_SET" &&
+                "$(iniget "$conf" compute cpu_dedicated_set)" == "$GPU_P2P_CPU_DEDICATED_SET" ]]; then
+            inidelete "$conf" compute cpu_dedicated_set
+        fi
+        if [[ "$GPU_P2P_SCHEDULER_FILTERS" == True ]]; then
+            _gpu_p2p_remove_filters "$conf"
+        fi
+    done
+    # pip_uninstall ignores devstack's global venv (GLOBAL_VENV), where
+    # pip_install put the package: point it there.
+    if [[ "${GLOBAL_VENV:-}" == True && -d "${DEVSTACK_VENV:-}" ]]; then
+        PIP_VIRTUAL_ENV=$DEVSTACK_VENV pip_uninstall nova-gpu-p2p
+    else
+        pip_uninstall nova-gpu-p2p
+    fi
+}
+
+if is_service_enabled n-cpu n-api n-sch; then
+    if [[ "${1:-}" == stack ]]; then
+        case "${2:-}" in
+            pre-install)
+                check_nova_gpu_p2p_settings
+                ;;
+            install)
+                echo_summary "Installing nova-gpu-p2p"
+                install_nova_gpu_p2p
+                ;;
+            post-config)
+                echo_summary "Configuring nova-gpu-p2p"
+                check_nova_gpu_p2p_settings
+                configure_nova_gpu_p2p
+                ;;
+            extra)
+                # The flavor needs nova-api, which runs from here on.
+                if is_service_enabled n-api && [[ -n "$GPU_P2P_FLAVOR_GPUS" ]]; then
+                    echo_summary "Creating the nova-gpu-p2p flavor"
+                    create_nova_gpu_p2p_flavor
+                fi
+                ;;
+            test-config)
+                # Nothing for tempest: no tests of ours run there.
+                :
+                ;;
+        esac
+    elif [[ "${1:-}" == unstack ]]; then
+        # Nothing to stop: the driver runs inside nova-compute, which
+        # unstack.sh stops.
+        :
+    elif [[ "${1:-}" == clean ]]; then
+        # clean.sh deletes /etc/nova and devstack's venv afterwards; this
+        # also leaves a nova.conf kept elsewhere as it was before stack.
+        echo_summary "Removing nova-gpu-p2p"
+        cleanup_nova_gpu_p2p
     fi
 fi

@@ -199,8 +199,12 @@ class InvalidConfig(Exception):
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(GROUP)
-    conf.register_opts(OPTS, group=GROUP)
+    # A group object of its own: oslo.config keeps each option's overrides
+    # in the OptGroup it was given, so sharing GROUP between ConfigOpts
+    # (the CLI's, the tests') would share their set_override values too.
+    group = cfg.OptGroup(GROUP.name, title=GROUP.title, help=GROUP.help)
+    conf.register_group(group)
+    conf.register_opts(OPTS, group=group)
 
 
 def validate(conf: cfg.ConfigOpts) -> None:

@@ -16,28 +16,30 @@
 # System tools the tests call: virt-xml-validate (Debian's libvirt-clients)
 # checks the guest XML against libvirt's own schema in the functional
 # tests; it runs xmllint (libxml2-utils), which libvirt-clients does not
-# pull in without recommends. Installs them where it can (root with apt-get); elsewhere it says
+# pull in without recommends. shellcheck checks the devstack plugin in the
+# unit tests. Installs them where it can (root with apt-get); elsewhere it says
 # what is missing and leaves the choice to the caller: the tests skip
 # unless NOVA_GPU_P2P_REQUIRE_TOOLS=1.
 set -euo pipefail
 
-readonly PACKAGES=(libvirt-clients libxml2-utils)
+readonly PACKAGES=(libvirt-clients libxml2-utils shellcheck)
 
 if command -v virt-xml-validate >/dev/null 2>&1 &&
-        command -v xmllint >/dev/null 2>&1; then
-    echo "install-ci-deps: virt-xml-validate and xmllint present"
+        command -v xmllint >/dev/null 2>&1 &&
+        command -v shellcheck >/dev/null 2>&1; then
+    echo "install-ci-deps: virt-xml-validate, xmllint and shellcheck present"
     exit 0
 fi
 if [[ "$(id -u)" -ne 0 ]]; then
-    echo "install-ci-deps: not root, not installing ${PACKAGES[*]} (virt-xml-validate or xmllint missing)"
+    echo "install-ci-deps: not root, not installing ${PACKAGES[*]} (virt-xml-validate, xmllint or shellcheck missing)"
     exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-ci-deps: no apt-get, not installing ${PACKAGES[*]} (virt-xml-validate or xmllint missing)"
+    echo "install-ci-deps: no apt-get, not installing ${PACKAGES[*]} (virt-xml-validate, xmllint or shellcheck missing)"
     exit 0
 fi
 
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
-command -v virt-xml-validate xmllint
+command -v virt-xml-validate xmllint shellcheck

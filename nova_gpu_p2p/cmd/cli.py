@@ -22,11 +22,13 @@ from oslo_config import cfg
 
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import flavor_commands
+from nova_gpu_p2p import readiness
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import sysfs
 from nova_gpu_p2p import traits
 
 LEVELS = [name for name, _ in conf.P2P_LEVELS]
@@ -173,6 +175,73 @@ def cmd_flavor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version_arg(text: str) -> readiness.Version:
+    version = readiness.parse_version(text)
+    if version is None or not text.strip()[:1].isdigit():
+        raise argparse.ArgumentTypeError('%r is not a version such as '
+                                         '11.3.0' % text)
+    return version
+
+
+def _host_versions(args: argparse.Namespace) -> readiness.HostVersions:
+    """The versions given on the command line, else libvirtd's own."""
+    if args.libvirt_version and args.qemu_version:
+        return readiness.HostVersions(args.libvirt_version,
+                                      args.qemu_version)
+    probed = readiness.probe_versions()
+    return readiness.HostVersions(args.libvirt_version or probed.libvirt,
+                                  args.qemu_version or probed.qemu,
+                                  probed.error)
+
+
+def _no_privileged_read(path: str, size: int) -> bytes:
+    """Binding facts need no config space: never start privsep for them."""
+    return b''
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Gather the facts, let :mod:`nova_gpu_p2p.readiness` judge them."""
+    opts = _load_conf(args)
+    group = opts.gpu_p2p
+    level = link_class.LinkClass[args.level or group.p2p_level]
+    policy = link_class.AcsPolicy(group.acs_policy)
+    versions = _host_versions(args)
+    sysfs_root = None if args.load else group.sysfs_root
+    try:
+        topology = _read_host(args, opts)
+        bindings = None
+        if not args.load and group.topology_backend != 'sysfs':
+            # static and nvml know nothing of drivers and IOMMU groups.
+            bindings = sysfs.SysfsBackend(
+                opts, read_config=_no_privileged_read).discover()
+    except backends.TopologyError as exc:
+        empty = model.HostTopology(functions={})
+        checks = readiness.check_versions(versions, empty, False)
+        checks.append(readiness.check_firmware(args.root))
+        checks.append(readiness.Check(
+            readiness.Status.FAIL, 'GPU topology', str(exc),
+            'fix [gpu_p2p] topology_backend and its options, then run '
+            '"nova-gpu-p2p topology"'))
+    else:
+        checks = readiness.host_checks(
+            topology, versions, level, policy, dict(group.clique_map),
+            sysfs_root=sysfs_root, root=args.root, bindings=bindings)
+    status = readiness.exit_status(checks)
+    if args.json:
+        print(json.dumps({'checks': [c.to_dict() for c in checks],
+                          'exit_status': status}, indent=2,
+                         sort_keys=True))
+    else:
+        for check in checks:
+            print(check.line())
+        counts = {s: sum(1 for c in checks if c.status is s)
+                  for s in readiness.Status}
+        print('%d FAIL, %d WARN, %d OK' % (
+            counts[readiness.Status.FAIL], counts[readiness.Status.WARN],
+            counts[readiness.Status.OK]))
+    return status
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='nova-gpu-p2p',
@@ -225,6 +294,33 @@ def build_parser() -> argparse.ArgumentParser:
     flavor.add_argument('--disk', type=int, default=100, metavar='GB',
                         help='root disk in GB (default 100)')
     flavor.set_defaults(func=cmd_flavor)
+
+    check = sub.add_parser(
+        'check', help='is this compute host ready: libvirt, QEMU, '
+                      'firmware, IOMMU, vfio-pci, ACS, cliques')
+    check.add_argument('--config-file', help='nova.conf to read [gpu_p2p] '
+                                             'from')
+    source = check.add_mutually_exclusive_group()
+    source.add_argument('--sysfs-root', help='read this directory as /sys')
+    source.add_argument('--load', metavar='FILE',
+                        help='judge a file written by capture')
+    check.add_argument('--root', default='/',
+                       help='read guest firmware and /proc/cmdline under '
+                            'this directory (default /)')
+    check.add_argument('--level', choices=LEVELS,
+                       help='p2p_level to apply instead of the configured '
+                            'one')
+    check.add_argument('--libvirt-version', type=_version_arg,
+                       metavar='X.Y.Z',
+                       help='judge this libvirt version instead of asking '
+                            'libvirtd')
+    check.add_argument('--qemu-version', type=_version_arg,
+                       metavar='X.Y.Z',
+                       help='judge this QEMU version instead of asking '
+                            'libvirtd')
+    check.add_argument('--json', action='store_true',
+                       help='print one JSON object')
+    check.set_defaults(func=cmd_check)
     return parser
 
 

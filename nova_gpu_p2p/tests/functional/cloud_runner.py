@@ -22,6 +22,7 @@ redirected.
 """
 
 import contextlib
+import importlib
 import os
 import sys
 import tempfile
@@ -60,17 +61,21 @@ def quiet() -> typing.Iterator[typing.TextIO]:
         os.close(saved[1])
 
 
-def run(method: str, **attributes: object) -> list:
+def run(method: str, cloud: str = 'demo_cloud.HGXCloud',
+        **attributes: object) -> list:
     """Run ``HGXCloud(method)``; what it hands to its sink, in order.
 
+    ``cloud`` names another test case class with a ``sink``, as
+    ``module.Class`` under ``nova_gpu_p2p.tests.functional``.
     ``attributes`` are set on the test case first (rounds, number, goal).
     Raises CloudFailed, with the traceback and the tail of Nova's output,
     when the method fails, for example when the server does not go ACTIVE.
     """
     found: list = []
     with quiet() as log:
-        from nova_gpu_p2p.tests.functional import demo_cloud
-        case = demo_cloud.HGXCloud(method)
+        module, _, name = cloud.rpartition('.')
+        case = getattr(importlib.import_module(
+            'nova_gpu_p2p.tests.functional.' + module), name)(method)
         case.sink = found.append
         for name, value in attributes.items():
             setattr(case, name, value)

@@ -349,6 +349,29 @@ def hotspots(ours: Callable[[], object], stock: Callable[[], object],
     return rows[:top]
 
 
+def spawn_arguments(case: base.GPUHostsTestBase, hostname: str,
+                    server_id: str) -> tuple:
+    """What Nova's spawn passes to _get_guest_xml, built the same way.
+
+    (context, instance, network_info, image_meta, disk_info,
+    block_device_info) of a server on compute ``hostname``; shared with
+    the decision-quality benchmark so both time the same arguments.
+    """
+    ctxt = nova_context.get_admin_context()
+    instance = objects.Instance.get_by_uuid(
+        ctxt, server_id,
+        expected_attrs=['flavor', 'numa_topology', 'pci_devices',
+                        'pci_requests', 'system_metadata', 'info_cache',
+                        'resources', 'device_metadata'])
+    block_device_info = case.computes[
+        hostname].manager._get_instance_block_device_info(ctxt, instance)
+    image_meta = objects.ImageMeta.from_instance(instance)
+    disk_info = blockinfo.get_disk_info(
+        CONF.libvirt.virt_type, instance, image_meta, block_device_info)
+    return (ctxt, instance, instance.get_network_info(), image_meta,
+            disk_info, block_device_info)
+
+
 class HGXCloud(base.GPUHostsTestBase):
     """An 8-GPU HGX-like host and one server with all its GPUs and NICs."""
 
@@ -401,19 +424,7 @@ class HGXCloud(base.GPUHostsTestBase):
 
     def _spawn_arguments(self) -> tuple:
         """What Nova's spawn passes to _get_guest_xml, built the same way."""
-        ctxt = nova_context.get_admin_context()
-        instance = objects.Instance.get_by_uuid(
-            ctxt, self.server['id'],
-            expected_attrs=['flavor', 'numa_topology', 'pci_devices',
-                            'pci_requests', 'system_metadata', 'info_cache',
-                            'resources', 'device_metadata'])
-        block_device_info = self.computes[
-            HOSTNAME].manager._get_instance_block_device_info(ctxt, instance)
-        image_meta = objects.ImageMeta.from_instance(instance)
-        disk_info = blockinfo.get_disk_info(
-            CONF.libvirt.virt_type, instance, image_meta, block_device_info)
-        return (ctxt, instance, instance.get_network_info(), image_meta,
-                disk_info, block_device_info)
+        return spawn_arguments(self, HOSTNAME, self.server['id'])
 
     def bench_guest_xml(self) -> None:
         """Guest XML generation: our _get_guest_config against Nova's.
