@@ -242,6 +242,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     return status
 
 
+def _add_host_source(parser: argparse.ArgumentParser, load_help: str) -> None:
+    """--config-file, and where the host is read: --sysfs-root or --load."""
+    parser.add_argument('--config-file',
+                        help='nova.conf to read [gpu_p2p] from')
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument('--sysfs-root', help='read this directory as /sys')
+    source.add_argument('--load', metavar='FILE', help=load_help)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='nova-gpu-p2p',
@@ -250,12 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest='command', required=True)
 
     topo = sub.add_parser('topology', help='show GPU links and cliques')
-    topo.add_argument('--config-file', help='nova.conf to read [gpu_p2p] '
-                                            'from')
-    source = topo.add_mutually_exclusive_group()
-    source.add_argument('--sysfs-root', help='read this directory as /sys')
-    source.add_argument('--load', metavar='FILE',
-                        help='read a file written by capture')
+    _add_host_source(topo, load_help='read a file written by capture')
     topo.add_argument('--level', choices=LEVELS,
                       help='p2p_level to apply instead of the configured '
                            'one')
@@ -298,12 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         'check', help='is this compute host ready: libvirt, QEMU, '
                       'firmware, IOMMU, vfio-pci, ACS, cliques')
-    check.add_argument('--config-file', help='nova.conf to read [gpu_p2p] '
-                                             'from')
-    source = check.add_mutually_exclusive_group()
-    source.add_argument('--sysfs-root', help='read this directory as /sys')
-    source.add_argument('--load', metavar='FILE',
-                        help='judge a file written by capture')
+    _add_host_source(check, load_help='judge a file written by capture')
     check.add_argument('--root', default='/',
                        help='read guest firmware and /proc/cmdline under '
                             'this directory (default /)')
