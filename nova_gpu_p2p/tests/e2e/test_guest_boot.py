@@ -62,6 +62,8 @@ BOOT_TIMEOUT_S = 180.0
 POWEROFF_GRACE_S = 15.0
 POLL_S = 0.5
 LOG_TAIL = 4000
+#: Boots of one domain before a missing report fails the test.
+BOOT_ATTEMPTS = 3
 
 
 def _virsh(*args: str, check: bool = True, timeout: float = 60
@@ -200,21 +202,30 @@ class GuestBootTest(testtools.TestCase):
         path = os.path.join(workdir, name + '.xml')
         with open(path, 'w') as xml_file:
             xml_file.write(domain.xml)
-        for stale in (domain.console_log,
-                      os.path.join(workdir, name + '_VARS.fd')):
-            if os.path.exists(stale):
-                os.unlink(stale)
         self.addCleanup(_virsh, 'destroy', name, check=False)
-        start = time.monotonic()
-        _virsh('create', path, '--paused')
-        live_pins = _parse_vcpupin(_virsh('vcpupin', name).stdout)
-        live_xml = etree.fromstring(_virsh('dumpxml', name).stdout)
-        _virsh('resume', name)
-        console = self._wait(name, domain.console_log, start)
-        seconds = time.monotonic() - start
-        self.addDetail('guest console (tail)',
-                       content.text_content(console[-LOG_TAIL:]))
-        report = guest_image.parse_report(console)
+        for attempt in range(1, BOOT_ATTEMPTS + 1):
+            for stale in (domain.console_log,
+                          os.path.join(workdir, name + '_VARS.fd')):
+                if os.path.exists(stale):
+                    os.unlink(stale)
+            start = time.monotonic()
+            _virsh('create', path, '--paused')
+            live_pins = _parse_vcpupin(_virsh('vcpupin', name).stdout)
+            live_xml = etree.fromstring(_virsh('dumpxml', name).stdout)
+            _virsh('resume', name)
+            console = self._wait(name, domain.console_log, start)
+            seconds = time.monotonic() - start
+            self.addDetail('guest console, attempt %d (tail)' % attempt,
+                           content.text_content(console[-LOG_TAIL:]))
+            report = guest_image.parse_report(console)
+            if report is not None:
+                break
+            # QEMU 10.0 under multi-threaded TCG sometimes aborts early in
+            # the guest kernel ("iotlb_to_section: Assertion `section_index
+            # < d->map.sections_nb' failed" in its log, the domain
+            # "crashed"); the same domain then boots. Try again; every
+            # console is kept.
+            _virsh('destroy', name, check=False)
         if report is None:
             self.fail('%s: the guest printed no complete report in %.0f s;'
                       ' console tail:\n%s' % (name, seconds,
