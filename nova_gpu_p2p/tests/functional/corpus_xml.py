@@ -67,7 +67,6 @@ BUILD_EVENT = 'compute__do_build_and_run_instance'
 DELETE_EVENT = 'compute_terminate_instance'
 #: A boot that fails before the driver runs is tried this often in all.
 BOOT_ATTEMPTS = 2
-RETRY_PAUSE_S = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -313,6 +312,13 @@ class _GuestConfigSpy:
 class CorpusXMLMixin:
     """Boots flavor kinds on corpus hosts; use with GPUHostsTestBase."""
 
+    #: Corpus host name -> the compute's hostname (start_corpus_host).
+    corpus_hostnames: dict[str, str]
+
+    def setUp(self):
+        super().setUp()
+        self.corpus_hostnames = {}
+
     def _spy(self) -> _GuestConfigSpy:
         spy = getattr(self, '_corpus_spy', None)
         if spy is None:
@@ -346,6 +352,7 @@ class CorpusXMLMixin:
             self.flags(cpu_dedicated_set=','.join(map(str, dedicated)),
                        group='compute')
             self.restart_compute_service(hostname)
+        self.corpus_hostnames[corpus_host] = hostname
         return facts
 
     def _wait_for_build(self, server: dict) -> dict:
@@ -414,15 +421,18 @@ class CorpusXMLMixin:
                 networks='none')})
             server = self._wait_for_build(server)
             call = spy.calls.get(server['id'], {})
-            if call or server['status'] == 'ACTIVE':
+            if (call or server['status'] == 'ACTIVE'
+                    or attempt + 1 == BOOT_ATTEMPTS):
                 break
             # Failed before our driver ran: in this one process a build
-            # can still race the previous server's clean-up threads for
-            # the compute node record ("Can't upgrade a READER transaction
-            # to a WRITER") or its PCI devices. Once more, after a pause;
-            # a second such failure is reported by the test.
+            # can race another thread for the compute node record ("Can't
+            # upgrade a READER transaction to a WRITER" in the claim),
+            # which leaves the resource tracker holding that claim's PCI
+            # devices, so every later boot fails too. Restart the compute
+            # (its tracker is rebuilt from the database) and try once
+            # more; a second such failure is reported by the test.
             self._delete_and_wait(server)
-            time.sleep(RETRY_PAUSE_S)
+            self.restart_compute_service(self.corpus_hostnames[facts.name])
         if call or server['OS-EXT-SRV-ATTR:host']:
             self._wait_for_compute(server)
         outcome = Outcome(
