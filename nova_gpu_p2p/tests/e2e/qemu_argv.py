@@ -42,8 +42,8 @@ import shlex
 
 from lxml import etree
 
-QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
-CLIQUE_PROPERTY = 'x-nv-gpudirect-clique'
+from nova_gpu_p2p.tests.fixtures import qemu_override
+
 #: Link classes at or under the default ``[gpu_p2p] p2p_level`` (PXB).
 P2P_CLASSES = frozenset(('NV', 'PIX', 'PXB'))
 #: What :func:`adapt_for_this_host` changes, for logs and test details.
@@ -138,13 +138,7 @@ def expectations(domain_xml: str | bytes) -> Expectations:
             continue
         expanders[index] = Expander(
             index, int(bus_nr), int(node) if node is not None else None)
-    cliques = {}
-    for device in root.iterfind('./{%s}override/{%s}device'
-                                % (QEMU_NS, QEMU_NS)):
-        for prop in device.iterfind('./{%s}frontend/{%s}property'
-                                    % (QEMU_NS, QEMU_NS)):
-            if prop.get('name') == CLIQUE_PROPERTY:
-                cliques[device.get('alias')] = int(prop.get('value'))
+    cliques = qemu_override.cliques_by_alias(root)
     hostdevs = {}
     for element in root.findall('./devices/hostdev[@type="pci"]'):
         source = _address(element.find('./source/address'))
@@ -264,10 +258,10 @@ def argv_problems(expected: Expectations,
                             % (source, len(found), source))
             continue
         device = found[0]
-        clique = device.get(CLIQUE_PROPERTY)
+        clique = device.get(qemu_override.CLIQUE_PROPERTY)
         if clique != hostdev.clique:
             problems.append('vfio-pci %s: %s=%s, the XML asks %s' % (
-                source, CLIQUE_PROPERTY, clique, hostdev.clique))
+                source, qemu_override.CLIQUE_PROPERTY, clique, hostdev.clique))
         problems.extend(_bus_problems(expected, hostdev, device, by_id))
     for source, extra in sorted(vfio.items(), key=lambda i: str(i[0])):
         problems.append('vfio-pci host=%s (%d): no such hostdev in the XML'

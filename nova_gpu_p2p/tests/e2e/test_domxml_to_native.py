@@ -65,6 +65,7 @@ def corpus_locality(name: str) -> tuple[dict[str, int | None],
     return ({a: node_of[rc] for a, rc in complex_of.items()}, complex_of)
 
 
+@hosts.add_host_tests
 class DomXMLToNativeTest(testtools.TestCase):
     """Real libvirt's schema and QEMU command line, per corpus host."""
 
@@ -147,16 +148,3 @@ class DomXMLToNativeTest(testtools.TestCase):
         self.addDetail('kinds', content.text_content('\n'.join(summary)))
         if failures:
             self.fail('\n\n'.join(failures))
-
-
-def _host_test(name: str):
-    def test(self):
-        self.check_host(name)
-    test.__name__ = 'test_%s' % name.replace('-', '_')
-    test.__doc__ = 'Every flavor kind on corpus host %s.' % name
-    return test
-
-
-for _name in hosts.HOSTS:
-    setattr(DomXMLToNativeTest, _host_test(_name).__name__,
-            _host_test(_name))

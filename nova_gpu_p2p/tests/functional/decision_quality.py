@@ -45,9 +45,8 @@ import itertools
 from lxml import etree
 
 from nova_gpu_p2p.tests.fixtures import hosts
+from nova_gpu_p2p.tests.fixtures import qemu_override
 
-QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
-CLIQUE_PROPERTY = 'x-nv-gpudirect-clique'
 #: P2P capable at the default ``[gpu_p2p] p2p_level`` (PXB), judged with
 #: the default ``acs_policy = route`` (hosts.EXPECTED's routed links).
 P2P_CLASSES = frozenset(('PIX', 'PXB'))
@@ -140,16 +139,6 @@ def _node_set(text: str) -> frozenset[int]:
     return frozenset(nodes)
 
 
-def _cliques_by_alias(xml: etree._Element) -> dict[str, int]:
-    result = {}
-    path = './{%s}override/{%s}device' % (QEMU_NS, QEMU_NS)
-    for device in xml.iterfind(path):
-        for prop in device.iterfind('.//{%s}property' % QEMU_NS):
-            if prop.get('name') == CLIQUE_PROPERTY:
-                result[device.get('alias')] = int(prop.get('value'))
-    return result
-
-
 def _expander_bus_of(bus: int | None,
                      controllers: Mapping[int, etree._Element]
                      ) -> int | None:
@@ -171,7 +160,7 @@ def parse(xml: etree._Element) -> GuestView:
     """Read the guest's view of its passthrough devices from the XML."""
     controllers = {int(c.get('index')): c for c in xml.iterfind(
         "./devices/controller[@type='pci']") if c.get('index') is not None}
-    cliques = _cliques_by_alias(xml)
+    cliques = qemu_override.cliques_by_alias(xml)
     devices = []
     sources = [(dev, dev.find('./source/address'))
                for dev in xml.iterfind("./devices/hostdev[@type='pci']")]

@@ -48,6 +48,7 @@ from nova.virt.libvirt import driver as libvirt_driver
 
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import driver as gpu_driver
+from nova_gpu_p2p.tests.fixtures import qemu_override
 from nova_gpu_p2p.tests.functional import base
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
@@ -72,7 +73,6 @@ BACKEND_NOTE = (
     'A real NVML sees only GPUs bound to the NVIDIA driver; on a host with '
     'GPUs bound to vfio-pci, use the static backend with a matrix captured '
     'before binding.')
-QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
 #: H100 SXM: 18 NVLinks, 5 + 4 + 4 + 5 of them to the four NVSwitches.
 NVLINKS_PER_SWITCH = (5, 4, 4, 5)
 
@@ -180,12 +180,7 @@ def _hostdev_address(hostdev: etree._Element) -> str:
 
 def cliques(xml: etree._Element) -> dict[str, int]:
     """Host GPU address -> the clique ID QEMU is told, read from the XML."""
-    by_alias = {}
-    path = './{%s}override/{%s}device' % (QEMU_NS, QEMU_NS)
-    for device in xml.iterfind(path):
-        for prop in device.iterfind('.//{%s}property' % QEMU_NS):
-            if prop.get('name') == 'x-nv-gpudirect-clique':
-                by_alias[device.get('alias')] = int(prop.get('value'))
+    by_alias = qemu_override.cliques_by_alias(xml)
     result = {}
     for hostdev in xml.iterfind('./devices/hostdev'):
         alias = hostdev.find('alias')

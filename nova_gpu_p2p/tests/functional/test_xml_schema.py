@@ -34,6 +34,7 @@ from lxml import etree
 from testtools import content
 
 from nova_gpu_p2p.tests.fixtures import hosts
+from nova_gpu_p2p.tests.fixtures import qemu_override
 from nova_gpu_p2p.tests.functional import base
 from nova_gpu_p2p.tests.functional import corpus_xml
 from nova_gpu_p2p.topology import model
@@ -43,8 +44,6 @@ MISSING = ('virt-xml-validate or xmllint not found: apt-get install '
            'libvirt-clients libxml2-utils (or run tools/install-ci-deps.sh)')
 REQUIRE_TOOLS = 'NOVA_GPU_P2P_REQUIRE_TOOLS'
 KEEP_XML = 'NOVA_GPU_P2P_XML_DIR'
-QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
-CLIQUE_PROPERTY = 'x-nv-gpudirect-clique'
 NVIDIA = 0x10de
 DISPLAY_CLASS = 0x03
 #: What Nova's test double cannot show of a corpus host (see
@@ -111,28 +110,21 @@ def xml_problems(outcome: corpus_xml.Outcome,
     aliases = {h.find('./alias').get('name'): h for h in hostdevs
                if h.find('./alias') is not None}
     cliques = {}
-    for device in root.iterfind('./{%s}override/{%s}device'
-                                % (QEMU_NS, QEMU_NS)):
-        alias = device.get('alias')
+    for alias, value in qemu_override.cliques_by_alias(root).items():
         hostdev = aliases.get(alias)
         if hostdev is None:
             problems.append('qemu:device alias %s names no hostdev' % alias)
             continue
         source = _address(hostdev.find('./source/address'))
-        for prop in device.iterfind('./{%s}frontend/{%s}property'
-                                    % (QEMU_NS, QEMU_NS)):
-            if prop.get('name') != CLIQUE_PROPERTY:
-                continue
-            value = int(prop.get('value'))
-            cliques[source] = value
-            if not 0 <= value <= 15:
-                problems.append('clique %d on %s: QEMU takes 0..15'
-                                % (value, source))
-            function = topology.functions.get(source)
-            if function is None or function.vendor != NVIDIA or (
-                    function.class_code >> 16 != DISPLAY_CLASS):
-                problems.append('clique on %s, not an NVIDIA display GPU '
-                                'of this host' % source)
+        cliques[source] = value
+        if not 0 <= value <= 15:
+            problems.append('clique %d on %s: QEMU takes 0..15'
+                            % (value, source))
+        function = topology.functions.get(source)
+        if function is None or function.vendor != NVIDIA or (
+                function.class_code >> 16 != DISPLAY_CLASS):
+            problems.append('clique on %s, not an NVIDIA display GPU '
+                            'of this host' % source)
     kind = outcome.kind
     if kind.clique == 'none' and cliques:
         problems.append('clique none, yet cliques %s' % cliques)
@@ -177,6 +169,7 @@ def refusal_problems(facts: corpus_xml.HostFacts,
     return []
 
 
+@hosts.add_host_tests
 class XMLSchemaTest(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
     """libvirt's schema and our own references, per corpus host."""
 
@@ -245,15 +238,3 @@ class XMLSchemaTest(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
             '\n'.join(summary + ['limits: %s' % (facts.limits,)])))
         if failures:
             self.fail('\n\n'.join(failures))
-
-
-def _host_test(corpus_host: str):
-    def test(self):
-        self.check_host(corpus_host)
-    test.__name__ = 'test_%s' % corpus_host.replace('-', '_')
-    test.__doc__ = 'Every flavor kind on corpus host %s.' % corpus_host
-    return test
-
-
-for _name in hosts.HOSTS:
-    setattr(XMLSchemaTest, _host_test(_name).__name__, _host_test(_name))
