@@ -110,11 +110,6 @@ class GuestPlan:
     notes: tuple[str, ...] = ()
     refusal: Refusal | None = None
 
-    @property
-    def changes_guest(self) -> bool:
-        return bool(self.cliques or self.buses.buses or self.distances
-                    or (self.hole64 and self.hole64.size))
-
 
 class _Refused(Exception):
     def __init__(self, message: str, reschedule: bool) -> None:

@@ -114,6 +114,12 @@ FACTS = plan.GuestFacts(host_node_of_cell=(0, 1),
                         phys_bits=40, used_pci_indexes=frozenset({0, 1, 2}))
 
 
+def changes_guest(result: plan.GuestPlan) -> bool:
+    """Whether the plan adds anything at all to Nova's guest config."""
+    return bool(result.cliques or result.buses.buses or result.distances
+                or (result.hole64 and result.hole64.size))
+
+
 def facts(**changes):
     values = dict(host_node_of_cell=FACTS.host_node_of_cell,
                   machine_type=FACTS.machine_type, memory=FACTS.memory,
@@ -206,7 +212,7 @@ class TestNotWanted(DecideBase):
         self.assertEqual((), result.buses.buses)
         self.assertIsNone(result.hole64)
         self.assertIsNone(result.distances)
-        self.assertFalse(result.changes_guest)
+        self.assertFalse(changes_guest(result))
         self.assertEqual((GPU_A, GPU_B),
                          tuple(d.address for d in result.devices))
 
@@ -250,7 +256,7 @@ class TestDiscoveryError(DecideBase):
         self.assertEqual({}, result.cliques)
         self.assertEqual((), result.buses.buses)
         self.assertIsNone(result.distances)
-        self.assertFalse(result.changes_guest)
+        self.assertFalse(changes_guest(result))
 
 
 class TestNoGPU(DecideBase):
@@ -279,7 +285,7 @@ class TestNoGPU(DecideBase):
                       result.notes[0])
         self.assertIn('or remove the key', result.notes[0])
         self.assertEqual((), result.buses.buses)
-        self.assertFalse(result.changes_guest)
+        self.assertFalse(changes_guest(result))
 
     def test_unknown_device_is_no_gpu(self):
         result = self.decide(request(clique='auto'),
@@ -461,7 +467,7 @@ class TestCliqueDecision(DecideBase):
 
     def test_changes_guest_with_cliques_only(self):
         result = self.decide(request(clique='auto'))
-        self.assertTrue(result.changes_guest)
+        self.assertTrue(changes_guest(result))
 
 
 class TestNumaTopology(DecideBase):
@@ -604,7 +610,7 @@ class TestLayout(DecideBase):
 
     def test_changes_guest_with_buses(self):
         result = self.decide(request(numa='preferred'))
-        self.assertTrue(result.changes_guest)
+        self.assertTrue(changes_guest(result))
         self.assertEqual({}, result.cliques)
 
 
@@ -671,7 +677,7 @@ class TestHole64(DecideBase):
                              addresses=(GPU_A, GPU_B, GPU_C))
         self.assertEqual(128 * GiB, result.hole64.size)
         self.assertEqual(128 * GiB, result.hole64.needed)
-        self.assertTrue(result.changes_guest)
+        self.assertTrue(changes_guest(result))
 
     def test_default_size_sets_nothing(self):
         # 2 x 16 GiB: QEMU's 32 GiB default is enough.
@@ -795,7 +801,7 @@ class TestDistances(DecideBase):
     def test_on(self):
         result = self.decide(request(clique='auto'))
         self.assertEqual(((10, 21), (21, 10)), result.distances)
-        self.assertTrue(result.changes_guest)
+        self.assertTrue(changes_guest(result))
 
     def test_follow_cell_mapping(self):
         host = host_gpus(numa_nodes=(
@@ -836,7 +842,7 @@ class TestDistances(DecideBase):
         result = self.decide(request(clique='auto'),
                              addresses=(GPU_A, GPU_C))
         self.assertEqual({}, result.cliques)
-        self.assertTrue(result.changes_guest)
+        self.assertTrue(changes_guest(result))
 
 
 class TestOptionsFromConf(testtools.TestCase):
