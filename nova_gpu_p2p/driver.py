@@ -19,8 +19,11 @@ Nova loads it with ``[DEFAULT] compute_driver = gpu_p2p.GPUP2PLibvirtDriver``
 plain functions in this package; this class only connects them to Nova.
 """
 
+from collections.abc import Sequence
+
 from nova import conf as nova_conf
 from nova import exception
+from nova import objects
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_log import log as logging
 
@@ -61,6 +64,11 @@ class FlavorCannotBeHonoured(exception.InvalidInput):
     """
 
     msg_fmt = '%(reason)s'
+
+
+#: The instance action event that shows, through the API (microversion
+#: 2.84 and later for its details), what an existing server lost.
+LOST_EVENT = 'gpu_p2p_required_layout_lost'
 
 
 class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
@@ -159,19 +167,27 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         return maxphysaddr.bits if maxphysaddr is not None else None
 
     def _get_guest_config(self, instance, network_info, image_meta,
-                          disk_info, *args, **kwargs):
+                          disk_info, rescue=None, block_device_info=None,
+                          context=None, *args, **kwargs):
         """Nova's guest config, plus cliques, expander buses and distances.
 
         Runs for every boot, hard reboot, resize, migration, unshelve,
         rebuild and evacuation, so the layout is regenerated each time
-        from the flavor and the devices Nova claimed for this host.
+        from the flavor and the devices Nova claimed for this host. Only
+        a new build is refused; an existing server gets what the host can
+        give now, and the loss is reported (:meth:`_report_lost`).
         """
         guest = super()._get_guest_config(
-            instance, network_info, image_meta, disk_info, *args, **kwargs)
+            instance, network_info, image_meta, disk_info, rescue,
+            block_device_info, context, *args, **kwargs)
+        new_build = nova_guest.is_new_build(instance)
         try:
             request = extra_specs.parse(instance.flavor.extra_specs)
         except extra_specs.InvalidExtraSpec as exc:
-            raise FlavorCannotBeHonoured(reason=str(exc)) from exc
+            if new_build:
+                raise FlavorCannotBeHonoured(reason=str(exc)) from exc
+            self._report_lost(context, instance, [str(exc)])
+            return guest
         if not request.wanted:
             return guest
         host = self.host_gpus
@@ -189,5 +205,66 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             raise FlavorCannotBeHonoured(reason=plan.refusal.message)
         for note in plan.notes:
             LOG.warning('GPU P2P: %s', note, instance=instance)
+        if plan.lost:
+            self._report_lost(context, instance, plan.lost)
         LOG.info(metadata.summary(plan), instance=instance)
         return nova_guest.apply(guest, plan)
+
+    def _report_lost(self, context, instance, lost: Sequence[str]) -> None:
+        """Say, once, what ``required`` asked for and a server goes without.
+
+        One WARNING in nova-compute's log and, where Nova's context allows,
+        a failed instance action event whose details the tenant sees with
+        ``openstack server event show``. Recording is best effort: the
+        server's operation goes on whatever happens here.
+        """
+        message = ('GPU P2P: the server keeps running without what its '
+                   'flavor requires (a new build would be refused on this '
+                   'host): %s' % ' | '.join(lost))
+        LOG.warning(message, instance=instance)
+        if context is None:
+            return
+        try:
+            objects.InstanceActionEvent.event_start(
+                context, instance.uuid, LOST_EVENT, want_result=False,
+                host=CONF.host)
+            objects.InstanceActionEvent.event_finish_with_failure(
+                context, instance.uuid, LOST_EVENT, exc_val=message,
+                exc_tb=message, want_result=False)
+        except Exception as exc:  # no action to attach to, RPC trouble...
+            LOG.warning('GPU P2P: could not record instance action event '
+                        '%s: %s', LOST_EVENT, exc, instance=instance)
+
+    def check_can_live_migrate_source(self, context, instance,
+                                      dest_check_data,
+                                      block_device_info=None):
+        """Refuse to live-migrate a server whose devices we laid out.
+
+        Nova's live migration of PCI devices rewrites only the hostdev
+        source addresses: the cliques, expander buses, NUMA distances and
+        decision record would reach the destination unchanged, describing
+        the source host's devices. A cold migration rebuilds them.
+        """
+        reason = live_migration_refusal(instance)
+        if reason is not None:
+            LOG.warning(reason, instance=instance)
+            raise exception.MigrationPreCheckError(reason=reason)
+        return super().check_can_live_migrate_source(
+            context, instance, dest_check_data,
+            block_device_info=block_device_info)
+
+
+def live_migration_refusal(instance) -> str | None:
+    """Why this instance may not be live-migrated; None when it may."""
+    try:
+        wanted = extra_specs.parse(instance.flavor.extra_specs).wanted
+    except extra_specs.InvalidExtraSpec:
+        wanted = True  # unknown: fail closed
+    if not wanted or not instance.pci_devices:
+        return None
+    return ('GPU P2P: live migration of a server with PCI devices and %s or '
+            '%s in its flavor is not supported: its GPU P2P cliques, '
+            'expander buses and NUMA distances would stay those of the '
+            'source host; cold-migrate it (openstack server migrate) so '
+            'they are rebuilt for the destination' % (
+                extra_specs.CLIQUE_KEY, extra_specs.NUMA_AFFINITY_KEY))

@@ -27,7 +27,11 @@ from nova.virt.libvirt import driver as libvirt_driver
 HOOKS = {
     'get_available_resource': ('nodename',),
     '_get_guest_config': ('instance', 'network_info', 'image_meta',
-                          'disk_info'),
+                          'disk_info', 'rescue', 'block_device_info',
+                          'context'),
+    'check_can_live_migrate_source': ('context', 'instance',
+                                      'dest_check_data',
+                                      'block_device_info'),
     'update_provider_tree': ('provider_tree', 'nodename', 'allocations'),
 }
 

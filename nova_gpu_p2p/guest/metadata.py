@@ -83,6 +83,8 @@ class DecisionRecord(vconfig.LibvirtConfigObject):
                 'needed_kib': str(plan.hole64.needed // 1024)})
         for note in plan.notes:
             self._child(root, 'note', {}).text = note
+        for item in plan.lost:
+            self._child(root, 'lost', {}).text = item
         return root
 
 
@@ -107,4 +109,6 @@ def summary(plan: plan_mod.GuestPlan) -> str:
         line += '. pcihole64 %d GiB' % (plan.hole64.size >> 30)
     if plan.notes:
         line += '. Fallbacks: %s' % ' | '.join(plan.notes)
+    if plan.lost:
+        line += '. Lost: %s' % ' | '.join(plan.lost)
     return line

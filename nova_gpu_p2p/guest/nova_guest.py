@@ -22,6 +22,7 @@ and the instance (never recomputing what Nova decided), and applies a
 import copy
 import functools
 
+from nova.compute import vm_states
 from nova.virt.libvirt import config as vconfig
 
 from nova_gpu_p2p.guest import devices as devices_mod
@@ -84,6 +85,16 @@ def _phys_bits(guest: vconfig.LibvirtConfigGuest,
     return QEMU_DEFAULT_PHYS_BITS, False
 
 
+def is_new_build(instance) -> bool:
+    """Whether Nova is building this instance for the first time.
+
+    Only then can a refusal send it to another host or fail the build;
+    every other path (reboot, resize, migration, evacuation, unshelve,
+    rebuild, rescue) concerns a server that exists.
+    """
+    return instance.vm_state == vm_states.BUILDING
+
+
 def read_facts(guest: vconfig.LibvirtConfigGuest, instance,
                libvirt_version: tuple[int, int, int],
                host_phys_bits: int | None) -> plan_mod.GuestFacts:
@@ -105,7 +116,8 @@ def read_facts(guest: vconfig.LibvirtConfigGuest, instance,
             if isinstance(d, vconfig.LibvirtConfigGuestController)
             and d.type == 'pci' and d.index is not None),
         memory=guest.memory * 1024,
-        phys_bits=phys_bits, phys_bits_from_host=from_host)
+        phys_bits=phys_bits, phys_bits_from_host=from_host,
+        new_build=is_new_build(instance))
 
 
 def device_alias(address: str) -> str:

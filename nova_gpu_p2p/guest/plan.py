@@ -19,6 +19,14 @@ cached host topology and the facts Nova's own guest config states. It
 either returns what to add to the guest config, with notes explaining
 every fallback, or a refusal saying what to change and whether another
 host could do better (reschedule) or none can (the build fails).
+
+Only a new build is ever refused. Every other operation that rebuilds the
+guest config (hard reboot, resume after a host restart, resize and its
+revert, migration, evacuation, unshelve, rebuild, rescue) concerns a
+server that exists: refusing would leave it without a domain. There the
+plan degrades to what the host can do now, as ``auto`` and ``preferred``
+would, and lists what ``required`` asked for and the server goes without
+in :attr:`GuestPlan.lost`.
 """
 
 from collections.abc import Mapping
@@ -81,6 +89,9 @@ class GuestFacts:
     #: Whether those bits are the host's (host-passthrough CPU or
     #: maxphysaddr passthrough): another host may then have more.
     phys_bits_from_host: bool = False
+    #: Whether Nova is building a new instance, the one case where a
+    #: refusal is safe (Nova reschedules or fails the build).
+    new_build: bool = True
 
     @property
     def guest_cell_of(self) -> Mapping[int, int]:
@@ -108,6 +119,9 @@ class GuestPlan:
     distances: tuple[tuple[int, ...], ...] | None = None
     #: Warnings and fallbacks, each saying what to change.
     notes: tuple[str, ...] = ()
+    #: What ``required`` asked for that this existing server goes
+    #: without, and why: each would have refused a new build.
+    lost: tuple[str, ...] = ()
     refusal: Refusal | None = None
 
 
@@ -141,13 +155,21 @@ class _Decision:
         self.facts = facts
         self.options = options
         self.notes: list[str] = []
+        self.lost: list[str] = []
 
     def problem(self, message: str, required: bool,
                 reschedule: bool) -> None:
-        """Refuse when the request is ``required``, else note and go on."""
-        if required:
+        """Refuse a new build when the request is ``required``.
+
+        Otherwise note it and go on; for an existing server a ``required``
+        problem is recorded as lost instead of refused.
+        """
+        if not required:
+            self.notes.append(message)
+        elif self.facts.new_build:
             raise _Refused(message, reschedule)
-        self.notes.append(message)
+        else:
+            self.lost.append(message)
 
     def run(self) -> GuestPlan:
         clique_required = (
@@ -183,7 +205,8 @@ class _Decision:
 
     def plan(self, **changes) -> GuestPlan:
         return GuestPlan(request=self.request, devices=self.devices,
-                         notes=tuple(self.notes), **changes)
+                         notes=tuple(self.notes), lost=tuple(self.lost),
+                         **changes)
 
     def cliques(self, required: bool) -> dict[str, int]:
         request = self.request.clique
@@ -217,11 +240,12 @@ class _Decision:
                               _link_name(self.host, self.options.acs_policy),
                               self.options.p2p_level)
         if result.refusal:
-            raise _Refused(
+            # Existing servers keep the cliques the host still has.
+            self.problem(
                 '%s: %s; another host may have them in one clique, or '
                 'use %s=auto to accept several' % (
                     key, result.refusal, extra_specs.CLIQUE_KEY),
-                reschedule=True)
+                required=True, reschedule=True)
         self.notes.extend(result.warnings)
         return result.ids
 

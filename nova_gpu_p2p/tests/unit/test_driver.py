@@ -125,25 +125,30 @@ class TestGetGuestConfig(testtools.TestCase):
         self.log = self.useFixture(fixtures.FakeLogger(
             name='nova_gpu_p2p.driver', level=logging.INFO))
 
-    def instance(self, gpus=(GPU_A, GPU_B), **extra_specs):
+    def instance(self, gpus=(GPU_A, GPU_B), vm_state='building',
+                 **extra_specs):
         for address in gpus:
             self.guest.add_device(_hostdev(address))
         return types.SimpleNamespace(
             uuid='f6b06bb4-9d6a-4ff5-b7c5-12a3a8a1c7f4',
             flavor=types.SimpleNamespace(extra_specs=extra_specs),
-            numa_topology=None)
+            numa_topology=None, vm_state=vm_state)
 
-    def call(self, instance):
+    def call(self, instance, context=None):
         return self.driver._get_guest_config(
             instance, 'network_info', 'image_meta', 'disk_info',
-            rescue='rescue', block_device_info='bdi')
+            rescue='rescue', block_device_info='bdi', context=context)
 
     def test_nova_called_with_everything(self):
         instance = self.instance()
-        self.call(instance)
+        self.driver._get_guest_config(
+            instance, 'network_info', 'image_meta', 'disk_info', 'rescue',
+            'bdi', 'context', 'mdevs', 'accel_info', 'share_info',
+            old_guest='old_guest')
         self.nova.assert_called_once_with(
-            instance, 'network_info', 'image_meta', 'disk_info',
-            rescue='rescue', block_device_info='bdi')
+            instance, 'network_info', 'image_meta', 'disk_info', 'rescue',
+            'bdi', 'context', 'mdevs', 'accel_info', 'share_info',
+            old_guest='old_guest')
 
     def test_without_our_keys_returns_nova_guest(self):
         instance = self.instance(**{'hw:cpu_policy': 'dedicated'})
@@ -239,11 +244,132 @@ class TestGetGuestConfig(testtools.TestCase):
                                 instance)
         self.assertIn('upgrade libvirt', str(exc))
 
+    def events(self):
+        """Nova's instance action event API, as the driver calls it."""
+        event = 'nova.objects.InstanceActionEvent.'
+        return tuple(
+            self.useFixture(fixtures.MockPatch(event + name)).mock
+            for name in ('event_start', 'event_finish_with_failure'))
+
+    def test_existing_server_degrades_instead_of_refusing(self):
+        start, finish = self.events()
+        instance = self.instance(gpus=(GPU_A, GPU_B, GPU_C),
+                                 vm_state='active',
+                                 **{'hw:gpu_p2p_clique': 'required'})
+        result = self.call(instance, context='ctx')
+        # The pair that can still talk keeps its clique.
+        self.assertEqual(['ua-gpu-p2p-0000-03-00-0',
+                          'ua-gpu-p2p-0000-04-00-0'],
+                         [d.alias for d in result.qemu_override.devices])
+        warnings = [line for line in self.log.output.splitlines()
+                    if 'keeps running without' in line]
+        self.assertEqual(1, len(warnings), self.log.output)
+        self.assertIn('0000:03:00.0, 0000:04:00.0, 0000:81:00.0',
+                      warnings[0])
+        start.assert_called_once_with('ctx', instance.uuid,
+                                      driver.LOST_EVENT, want_result=False,
+                                      host=nova_conf.CONF.host)
+        (args, kwargs), = finish.call_args_list
+        self.assertEqual(('ctx', instance.uuid, driver.LOST_EVENT), args)
+        self.assertIn('0000:81:00.0', kwargs['exc_val'])
+        # The decision record says it too.
+        self.assertIn('0000:81:00.0', ''.join(
+            e.text for e in result.metadata[-1].format_dom().iter(
+                '{%s}lost' % libvirt_config.GPU_P2P_NS)))
+
+    def test_existing_server_keeps_refusal_free_paths(self):
+        """Every refusal without reschedule degrades too."""
+        start, finish = self.events()
+        self.guest.features.append(
+            vconfig.LibvirtConfigGuestFeatureKvmHidden())
+        instance = self.instance(vm_state='stopped',
+                                 **{'hw:gpu_p2p_clique': 'required'})
+        self.call(instance, context='ctx')
+        self.assertIn('hw:hide_hypervisor_id', self.log.output)
+        self.assertEqual(1, finish.call_count)
+
+    def test_existing_server_with_invalid_extra_spec(self):
+        start, finish = self.events()
+        instance = self.instance(vm_state='active',
+                                 **{'hw:gpu_p2p_clique': 'sometimes'})
+        self.assertIs(self.guest, self.call(instance, context='ctx'))
+        self.assertIn("'sometimes'", self.log.output)
+        self.assertEqual(1, finish.call_count)
+
+    def test_event_failure_does_not_stop_the_operation(self):
+        start, finish = self.events()
+        start.side_effect = exception.InstanceActionNotFound(
+            request_id='req', instance_uuid='uuid')
+        instance = self.instance(gpus=(GPU_A, GPU_C), vm_state='active',
+                                 **{'hw:gpu_p2p_clique': 'required'})
+        self.call(instance, context='ctx')
+        self.assertIn('could not record instance action event',
+                      self.log.output)
+        finish.assert_not_called()
+
+    def test_without_context_only_the_log(self):
+        start, finish = self.events()
+        instance = self.instance(gpus=(GPU_A, GPU_C), vm_state='active',
+                                 **{'hw:gpu_p2p_clique': 'required'})
+        self.call(instance)
+        self.assertIn('keeps running without', self.log.output)
+        start.assert_not_called()
+
+    def test_new_build_records_no_event(self):
+        start, finish = self.events()
+        self.call(self.instance(**{'hw:gpu_p2p_clique': 'required'}),
+                  context='ctx')
+        start.assert_not_called()
+        self.assertNotIn('keeps running without', self.log.output)
+
     def test_discovery_not_rerun_per_call(self):
         discover = self.useFixture(fixtures.MockPatch(
             'nova_gpu_p2p.topology.discovery.discover')).mock
         self.call(self.instance(**{'hw:gpu_p2p_clique': 'auto'}))
         discover.assert_not_called()
+
+
+class TestLiveMigration(testtools.TestCase):
+    """Live migration would carry the source host's layout: refused."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(config_fixture.Config(nova_conf.CONF))
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        self.driver = driver.GPUP2PLibvirtDriver(None)
+        self.nova = self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, 'check_can_live_migrate_source',
+            return_value='migrate data')).mock
+
+    @staticmethod
+    def instance(pci_devices=('dev',), **extra_specs):
+        return types.SimpleNamespace(
+            uuid=uuids.instance, pci_devices=list(pci_devices),
+            flavor=types.SimpleNamespace(extra_specs=extra_specs))
+
+    def test_refused_with_our_keys_and_devices(self):
+        for specs in ({'hw:gpu_p2p_clique': 'auto'},
+                      {'hw:gpu_numa_affinity': 'preferred'},
+                      {'hw:gpu_p2p_clique': 'sometimes'}):
+            exc = self.assertRaises(
+                exception.MigrationPreCheckError,
+                self.driver.check_can_live_migrate_source, 'ctx',
+                self.instance(**specs), 'dest')
+            self.assertIn('live migration of a server with PCI devices',
+                          str(exc))
+            self.assertIn('cold-migrate it', str(exc))
+        self.nova.assert_not_called()
+
+    def test_allowed_otherwise(self):
+        for instance in (self.instance(),
+                         self.instance(**{'hw:gpu_p2p_clique': 'none'}),
+                         self.instance(pci_devices=(),
+                                       **{'hw:gpu_p2p_clique': 'auto'})):
+            self.assertEqual('migrate data',
+                             self.driver.check_can_live_migrate_source(
+                                 'ctx', instance, 'dest', 'bdi'))
+        self.nova.assert_called_with('ctx', instance, 'dest',
+                                     block_device_info='bdi')
 
 
 class TestHostFacts(testtools.TestCase):
@@ -641,10 +767,16 @@ class TestNovaHooksWithProviderTree(testtools.TestCase):
                 pass
 
             def _get_guest_config(self, instance, network_info, image_meta,
-                                  disk_info, rescue=None):
+                                  disk_info, rescue=None,
+                                  block_device_info=None, context=None):
                 pass
 
             def update_provider_tree(self, provider_tree, nodename):
+                pass
+
+            def check_can_live_migrate_source(self, context, instance,
+                                              dest_check_data,
+                                              block_device_info=None):
                 pass
 
         exc = self.assertRaises(nova_hooks.IncompatibleNova,

@@ -25,6 +25,8 @@ The host (two sockets):
 * SLIT: 10 local, 21 remote.
 """
 
+import dataclasses
+
 import testtools
 
 from nova_gpu_p2p import extra_specs
@@ -918,3 +920,99 @@ class TestFaultLength(DecideBase):
         self.assertFits(self.decide(
             request(numa='required'), addresses=(GPU_A, GPU_B, GPU_C),
             host=host_gpus(bars=16 * 1024 * GiB)))
+
+
+def _broken_host():
+    return discovery.HostGPUs(
+        topology=model.HostTopology(functions={}),
+        cliques=host_cliques.Cliques(groups=(), ids={}),
+        error='/sys/bus/pci/devices: no such directory')
+
+
+#: Every refusal above, as (name, required request, the request that
+#: degrades the same way, addresses, guest facts, host factory).
+REFUSALS = (
+    ('discovery error', request(clique='required'), request(clique='auto'),
+     (GPU_A, GPU_B), FACTS, _broken_host),
+    ('no GPU', request(clique='required', numa='required'),
+     request(clique='auto', numa='preferred'), (NIC,), FACTS, host_gpus),
+    ('old libvirt', request(clique='required'), request(clique='auto'),
+     (GPU_A, GPU_B), facts(libvirt_version=(8, 0, 0)), host_gpus),
+    ('hidden hypervisor', request(clique='required'),
+     request(clique='auto'), (GPU_A, GPU_B),
+     facts(hypervisor_hidden=True), host_gpus),
+    ('no NVIDIA GPU', request(clique='required'), request(clique='auto'),
+     (AMD,), FACTS, host_gpus),
+    ('GPUs apart', request(clique='required', numa='preferred'),
+     request(clique='auto', numa='preferred'), (GPU_A, GPU_B, GPU_C),
+     FACTS, host_gpus),
+    ('no NUMA topology', request(numa='required'), request(numa='preferred'),
+     (GPU_A, GPU_B), facts(host_node_of_cell=None), host_gpus),
+    ('i440fx', request(numa='required'), request(numa='preferred'),
+     (GPU_A, GPU_B), facts(machine_type='pc-i440fx-8.2'), host_gpus),
+    ('no ACPI', request(numa='required'), request(numa='preferred'),
+     (GPU_A, GPU_B), facts(acpi=False), host_gpus),
+    ('unplaced device', request(clique='auto', numa='required'),
+     request(clique='auto', numa='preferred'), (GPU_A, GPU_B, GPU_C),
+     facts(host_node_of_cell=(0,)), host_gpus),
+    ('hole too big', request(numa='required'), request(numa='preferred'),
+     (GPU_A, GPU_B, GPU_C), FACTS,
+     lambda: host_gpus(bars=256 * GiB)),
+)
+
+
+class TestExistingServer(DecideBase):
+    """``required`` refuses only a new build; a server that exists degrades.
+
+    For each refusal: the new build is refused; the same request for an
+    existing server gets exactly the layout ``auto`` / ``preferred`` give,
+    and the refusal's message as what it lost.
+    """
+
+    def test_refusals_degrade(self):
+        for name, req, relaxed, addresses, guest, make_host in REFUSALS:
+            host = make_host()
+            refused = self.decide(req, addresses, guest=guest, host=host)
+            self.assertIsNotNone(refused.refusal, name)
+            self.assertEqual((), refused.lost, name)
+            existing = dataclasses.replace(guest, new_build=False)
+            kept = self.decide(req, addresses, guest=existing, host=host)
+            self.assertIsNone(kept.refusal, name)
+            self.assertIn(refused.refusal.message, kept.lost, name)
+            degraded = self.decide(relaxed, addresses, guest=existing,
+                                   host=host)
+            self.assertEqual(
+                (degraded.cliques, degraded.buses, degraded.hole64,
+                 degraded.distances),
+                (kept.cliques, kept.buses, kept.hole64, kept.distances),
+                name)
+            self.assertEqual((), degraded.lost, name)
+
+    def test_pair_that_lost_p2p_loses_its_clique(self):
+        existing = facts(new_build=False)
+        kept = self.decide(request(clique='required'),
+                           addresses=(GPU_A, GPU_B, GPU_C), guest=existing)
+        # The switch pair keeps its clique; the GPU on the other socket
+        # is named in the loss and gets none.
+        self.assertEqual({GPU_A: 0, GPU_B: 0}, kept.cliques)
+        (lost,) = kept.lost
+        self.assertIn('0000:03:00.0, 0000:04:00.0, 0000:81:00.0', lost)
+        self.assertIn('linked by SYS', lost)
+
+    def test_nothing_lost_when_the_host_can(self):
+        kept = self.decide(request(clique='required', numa='required'),
+                           guest=facts(new_build=False))
+        self.assertEqual((), kept.lost)
+        self.assertEqual({GPU_A: 0, GPU_B: 0}, kept.cliques)
+
+    def test_same_inputs_same_plan_whatever_the_device_order(self):
+        """An unchanged host gives the same layout on every operation."""
+        req = request(clique='auto', numa='required')
+        addresses = (GPU_A, GPU_B, GPU_C, NIC)
+        first = self.decide(req, addresses)
+        self.assertEqual(2, len(first.buses.buses))
+        for order in (addresses[::-1], (GPU_C, GPU_A, NIC, GPU_B)):
+            again = self.decide(req, order, guest=facts(new_build=False))
+            self.assertEqual(
+                (first.cliques, first.buses, first.hole64, first.distances),
+                (again.cliques, again.buses, again.hole64, again.distances))

@@ -128,10 +128,11 @@ class NovaGuestBase(testtools.TestCase):
         self.topology = topology()
 
 
-def instance(*host_nodes):
+def instance(*host_nodes, vm_state='building'):
     cells = [types.SimpleNamespace(id=node) for node in host_nodes]
     return types.SimpleNamespace(
-        numa_topology=types.SimpleNamespace(cells=cells) if cells else None)
+        numa_topology=types.SimpleNamespace(cells=cells) if cells else None,
+        vm_state=vm_state)
 
 
 class TestInstanceDevices(NovaGuestBase):
@@ -201,8 +202,16 @@ class TestReadFacts(NovaGuestBase):
                 objects.InstanceNUMACell(id=1, cpuset=set(), pcpuset={0, 1},
                                          memory=1024),
                 objects.InstanceNUMACell(id=0, cpuset=set(), pcpuset={2, 3},
-                                         memory=1024)]))
+                                         memory=1024)]),
+            vm_state='building')
         self.assertEqual((1, 0), self.read(inst).host_node_of_cell)
+
+    def test_new_build_only_while_building(self):
+        self.assertTrue(self.read().new_build)
+        for state in ('active', 'stopped', 'shelved_offloaded', 'error',
+                      'resized', 'rescued'):
+            self.assertFalse(
+                self.read(instance(0, vm_state=state)).new_build, state)
 
     def test_no_acpi(self):
         self.guest.features = []
