@@ -66,9 +66,11 @@ class FlavorCannotBeHonoured(exception.InvalidInput):
     msg_fmt = '%(reason)s'
 
 
-#: The instance action event that shows, through the API (microversion
-#: 2.84 and later for its details), what an existing server lost.
+#: Instance action events that show, through the API (microversion 2.84
+#: and later for their details), what an existing server lost and why a
+#: live migration was refused.
 LOST_EVENT = 'gpu_p2p_required_layout_lost'
+LIVE_MIGRATION_EVENT = 'gpu_p2p_live_migration_refused'
 
 
 class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
@@ -213,27 +215,15 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
     def _report_lost(self, context, instance, lost: Sequence[str]) -> None:
         """Say, once, what ``required`` asked for and a server goes without.
 
-        One WARNING in nova-compute's log and, where Nova's context allows,
-        a failed instance action event whose details the tenant sees with
-        ``openstack server event show``. Recording is best effort: the
-        server's operation goes on whatever happens here.
+        One WARNING in nova-compute's log and a failed instance action
+        event whose details the tenant sees with ``openstack server event
+        show`` (Nova keeps 255 characters of them: the reason comes first).
         """
-        message = ('GPU P2P: the server keeps running without what its '
-                   'flavor requires (a new build would be refused on this '
-                   'host): %s' % ' | '.join(lost))
-        LOG.warning(message, instance=instance)
-        if context is None:
-            return
-        try:
-            objects.InstanceActionEvent.event_start(
-                context, instance.uuid, LOST_EVENT, want_result=False,
-                host=CONF.host)
-            objects.InstanceActionEvent.event_finish_with_failure(
-                context, instance.uuid, LOST_EVENT, exc_val=message,
-                exc_tb=message, want_result=False)
-        except Exception as exc:  # no action to attach to, RPC trouble...
-            LOG.warning('GPU P2P: could not record instance action event '
-                        '%s: %s', LOST_EVENT, exc, instance=instance)
+        LOG.warning('GPU P2P: the server keeps running without what its '
+                    'flavor requires (a new build would be refused on this '
+                    'host): %s', ' | '.join(lost), instance=instance)
+        _record_event(context, instance, LOST_EVENT,
+                      'GPU P2P layout degraded: %s' % ' | '.join(lost))
 
     def check_can_live_migrate_source(self, context, instance,
                                       dest_check_data,
@@ -248,10 +238,30 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         reason = live_migration_refusal(instance)
         if reason is not None:
             LOG.warning(reason, instance=instance)
+            _record_event(context, instance, LIVE_MIGRATION_EVENT, reason)
             raise exception.MigrationPreCheckError(reason=reason)
         return super().check_can_live_migrate_source(
             context, instance, dest_check_data,
             block_device_info=block_device_info)
+
+
+def _record_event(context, instance, event: str, message: str) -> None:
+    """A failed instance action event carrying ``message`` as its details.
+
+    Best effort: the server's operation goes on whatever happens here
+    (no context, no action to attach to, conductor trouble).
+    """
+    if context is None:
+        return
+    try:
+        objects.InstanceActionEvent.event_start(
+            context, instance.uuid, event, want_result=False, host=CONF.host)
+        objects.InstanceActionEvent.event_finish_with_failure(
+            context, instance.uuid, event, exc_val=message, exc_tb=message,
+            want_result=False)
+    except Exception as exc:
+        LOG.warning('GPU P2P: could not record instance action event %s: '
+                    '%s', event, exc, instance=instance)
 
 
 def live_migration_refusal(instance) -> str | None:
