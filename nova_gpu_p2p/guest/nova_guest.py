@@ -169,13 +169,33 @@ def _controllers(plan: plan_mod.GuestPlan) -> list:
     return controllers
 
 
+def _in_address_order(devices: list) -> list:
+    """PCI hostdevs sorted by host address, in the places they held.
+
+    Nova lists them in the order of its PCI device records, which differs
+    between two builds of the same guest (a hard reboot, a rebuild); the
+    layout, ``<qemu:override>`` included, must come out the same.
+    """
+    places = [i for i, d in enumerate(devices)
+              if isinstance(d, vconfig.LibvirtConfigGuestHostdevPCI)]
+    result = list(devices)
+    ordered = sorted((devices[i] for i in places),
+                     key=lambda d: _host_address(d)[0])
+    for place, device in zip(places, ordered):
+        result[place] = device
+    return result
+
+
 def apply(guest: vconfig.LibvirtConfigGuest,
           plan: plan_mod.GuestPlan) -> libvirt_config.Guest:
-    """Nova's config with the plan added; Nova's own choices untouched."""
+    """Nova's config with the plan added; Nova's own choices untouched.
+
+    Only the order of Nova's PCI hostdevs changes, to host address order.
+    """
     result = libvirt_config.Guest.adopt(
         guest, qemu_override=libvirt_config.QemuOverride())
     result.devices = [_device(d, plan, result.qemu_override)
-                      for d in guest.devices]
+                      for d in _in_address_order(guest.devices)]
     if plan.buses.buses:
         root = next((d for d in result.devices
                      if isinstance(d, libvirt_config.PCIeRootController)),

@@ -31,6 +31,18 @@ from nova_gpu_p2p.tests.functional import test_guest_config as layout
 
 P2P_SPECS = {layout.CLIQUE_KEY: 'auto', layout.AFFINITY_KEY: 'required'}
 
+#: Everything our layout writes or touches in a domain.
+OUR_ELEMENTS = ('./devices/controller[@type="pci"]', './devices/hostdev',
+                './devices/interface[@type="hostdev"]', './qemu:override',
+                './cpu/numa', './metadata/gpu_p2p:decision')
+
+
+def our_layout(xml: etree._Element) -> bytes:
+    """Our elements of a domain, serialised in document order."""
+    return b''.join(etree.tostring(element)
+                    for path in OUR_ELEMENTS
+                    for element in xml.findall(path, layout.NS))
+
 
 class _WeighedHostsBase(layout.LayoutAssertions, base.GPUHostsTestBase):
     """Hosts tried in a known order: the first of :attr:`WEIGHTS` first."""
@@ -59,8 +71,14 @@ class GuestLifecycleTest(_WeighedHostsBase):
     def boot_p2p(self) -> dict:
         server = self.boot(self.p2p_flavor)
         self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
-        self.assert_eight_gpu_layout(server)
+        self.booted_layout = our_layout(
+            self.assert_eight_gpu_layout(server))
         return server
+
+    def assert_layout_unchanged(self, server: dict) -> None:
+        """Byte for byte what the boot got: both hosts are identical."""
+        self.assertEqual(self.booted_layout,
+                         our_layout(self.domain_xml(server)))
 
     def assert_eight_gpu_layout(self, server: dict) -> etree._Element:
         xml = self.assert_full_layout(server, gpus=8)
@@ -86,6 +104,7 @@ class GuestLifecycleTest(_WeighedHostsBase):
         self.forget_xml(server)
         server = self._reboot_server(server, hard=True)
         self.assert_eight_gpu_layout(server)
+        self.assert_layout_unchanged(server)
 
     def test_resize_to_p2p_flavor_then_to_plain_flavor(self):
         server = self.boot_p2p()
@@ -125,6 +144,7 @@ class GuestLifecycleTest(_WeighedHostsBase):
         server = self._wait_for_state_change(server, 'ACTIVE')
         self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
         self.assert_eight_gpu_layout(server)
+        self.assert_layout_unchanged(server)
 
     def test_cold_migrate(self):
         server = self.boot_p2p()
@@ -134,6 +154,7 @@ class GuestLifecycleTest(_WeighedHostsBase):
         self.assertEqual('host2', server['OS-EXT-SRV-ATTR:host'])
         server = self._confirm_resize(server)
         self.assert_eight_gpu_layout(server)
+        self.assert_layout_unchanged(server)
 
     def test_shelve_offload_and_unshelve(self):
         server = self.boot_p2p()
@@ -141,6 +162,7 @@ class GuestLifecycleTest(_WeighedHostsBase):
         self.forget_xml(server)
         server = self._unshelve_server(server)
         self.assert_eight_gpu_layout(server)
+        self.assert_layout_unchanged(server)
 
     def test_evacuate(self):
         server = self.boot_p2p()
@@ -152,6 +174,7 @@ class GuestLifecycleTest(_WeighedHostsBase):
         # domain is defined on host2 all the same.
         server = self._evacuate_server(server, expected_host='host2')
         self.assert_eight_gpu_layout(server)
+        self.assert_layout_unchanged(server)
 
     def test_rebuild(self):
         server = self.boot_p2p()
@@ -159,6 +182,7 @@ class GuestLifecycleTest(_WeighedHostsBase):
         server = self._rebuild_server(server, self.q35_image_with())
         self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
         self.assert_eight_gpu_layout(server)
+        self.assert_layout_unchanged(server)
 
 
 class RescheduleTest(_WeighedHostsBase):

@@ -43,7 +43,7 @@ P2P = '{http://openstack.org/xmlns/libvirt/nova-gpu-p2p/1.0}'
 GPU_A = '0000:03:00.0'
 GPU_B = '0000:81:00.0'
 VF = '0000:09:00.1'
-DISK = '0000:44:00.0'
+DISK = '0000:c4:00.0'
 
 
 def hostdev(domain, bus, slot, function):
@@ -119,7 +119,7 @@ class NovaGuestBase(testtools.TestCase):
         self.disk.target_bus = 'virtio'
         self.gpu_a = hostdev('0000', '03', '00', '0')
         self.gpu_b = hostdev('0000', '81', '00', '0')
-        self.nvme = hostdev('0000', '44', '00', '0')
+        self.nvme = hostdev('0000', 'c4', '00', '0')
         self.vf = interface()
         for dev in (self.root, self.disk, self.gpu_a, self.gpu_b, self.vf,
                     self.nvme):
@@ -314,6 +314,29 @@ class TestApply(NovaGuestBase):
                          dom.find('alias').get('name'))
         self.assertEqual('0x03', dom.find('source/address').get('bus'))
         self.assertIsNone(self.gpu_a.alias)
+
+    def test_hostdevs_in_host_address_order_wherever_nova_put_them(self):
+        """Two builds of one guest list Nova's PCI records differently."""
+        plan = make_plan(cliques={GPU_A: 0, GPU_B: 0})
+        first = nova_guest.apply(self.guest, plan)
+        self.assertEqual(
+            [self.root, self.disk, '0000:03:00.0', '0000:81:00.0', self.vf,
+             '0000:c4:00.0'],
+            [nova_guest._host_address(d)[0]
+             if isinstance(d, vconfig.LibvirtConfigGuestHostdevPCI) else d
+             for d in first.devices])
+        self.guest.devices = [self.root, self.nvme, self.disk, self.gpu_b,
+                              self.vf, self.gpu_a]
+        again = nova_guest.apply(self.guest, plan)
+        self.assertEqual(
+            [self.root, '0000:03:00.0', self.disk, '0000:81:00.0', self.vf,
+             '0000:c4:00.0'],
+            [nova_guest._host_address(d)[0]
+             if isinstance(d, vconfig.LibvirtConfigGuestHostdevPCI) else d
+             for d in again.devices])
+        self.assertEqual(
+            etree.tostring(first.qemu_override.format_dom()),
+            etree.tostring(again.qemu_override.format_dom()))
 
     def test_alias_has_user_prefix(self):
         self.assertEqual('ua-gpu-p2p-0000-81-00-0',
@@ -551,8 +574,8 @@ class TestMetadata(testtools.TestCase):
         self.assertEqual(
             'GPU P2P layout: 0000:03:00.0 clique 0 on expander bus 1 '
             '(guest node 0); 0000:09:00.1 on expander bus 1 (guest node 0); '
-            '0000:44:00.0; 0000:81:00.0 clique 1 on expander bus 4 '
-            '(guest node 1). Expander buses: index 1 busNr 252 node 0 '
+            '0000:81:00.0 clique 1 on expander bus 4 (guest node 1); '
+            '0000:c4:00.0. Expander buses: index 1 busNr 252 node 0 '
             '(pci0000:00), index 4 busNr 250 node 1 (pci0000:80). '
             'pcihole64 128 GiB. Fallbacks: first note | second note',
             metadata.summary(plan))
@@ -597,11 +620,11 @@ class TestMetadata(testtools.TestCase):
             {'address': VF, 'kind': 'nic', 'host_numa_node': '0',
              'root_complex': 'pci0000:00', 'expander_bus': '1',
              'root_port': '3', 'guest_node': '0'}, dict(dom[2].attrib))
-        self.assertEqual({'address': DISK, 'kind': 'other'},
-                         dict(dom[3].attrib))
         self.assertEqual(
             {'address': GPU_B, 'kind': 'gpu', 'host_numa_node': '1',
-             'root_complex': 'pci0000:80'}, dict(dom[4].attrib))
+             'root_complex': 'pci0000:80'}, dict(dom[3].attrib))
+        self.assertEqual({'address': DISK, 'kind': 'other'},
+                         dict(dom[4].attrib))
         self.assertEqual(
             {'index': '1', 'bus_nr': '252', 'guest_node': '0',
              'host_numa_node': '0', 'host_group': 'pci0000:00'},
