@@ -130,11 +130,13 @@ OPTS = [
         'acs_policy',
         default='route',
         choices=(
-            ('route', 'ACS P2P Request Redirect enabled on a PCIe switch '
-                      'downstream port in a pair\'s path sends that pair\'s '
-                      'traffic up through the root complex, so the pair '
-                      'counts as PHB at best'),
-            ('ignore', 'ACS settings are not considered'),
+            ('route', 'ACS P2P Request Redirect or P2P Egress Control '
+                      'enabled on a PCIe switch downstream port in a '
+                      'pair\'s path sends that pair\'s traffic up through '
+                      'the root complex, so the pair counts as PHB at best; '
+                      'a port whose ACS could not be read (no privsep) '
+                      'counts as Request Redirect on'),
+            ('ignore', 'ACS settings, read or unknown, are not considered'),
         ),
         help='How PCIe Access Control Services settings found on the host '
              'change the P2P link class of GPU pairs.'),

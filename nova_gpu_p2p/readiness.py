@@ -58,9 +58,6 @@ OVMF_CODE_FILES = (
     'usr/share/edk2/x64/OVMF_CODE.4m.fd',
     'usr/share/qemu/ovmf-x86_64-code.bin',
 )
-#: ACS control bits Linux's ``pci=disable_acs_redir`` clears: P2P Request
-#: Redirect, P2P Completion Redirect, P2P Egress Control.
-ACS_REDIRECT_BITS = 0x04 | 0x08 | 0x20
 VIRSH_VERSION = ('virsh', '-c', 'qemu:///system', 'version', '--daemon')
 _VERSION = re.compile(r'(\d+)\.(\d+)(?:\.(\d+))?')
 
@@ -446,12 +443,19 @@ def check_bindings(topology: model.HostTopology) -> list[Check]:
 
 # Topology: ACS, NUMA, cliques.
 
+#: How check_acs names what a port enables.
+_ROUTE_NAMES = {
+    link_class.AcsRoute.REQUEST_REDIRECT: 'P2P Request Redirect',
+    link_class.AcsRoute.EGRESS_CONTROL: 'P2P Egress Control',
+}
+
+
 def _acs_ecap_fix(topology: model.HostTopology, ports: list[str]) -> str:
     settings = []
     for port in ports:
         acs = topology.functions[port].acs
         settings.append('setpci -s %s ECAP_ACS+6.w=%04x' % (
-            port, acs.control & ~ACS_REDIRECT_BITS))
+            port, acs.control & ~model.Acs.REDIRECT_BITS))
     return ('if your security model allows P2P between these devices '
             'without the IOMMU seeing it, turn the redirect off: boot '
             'with pci=disable_acs_redir=%s (their IOMMU groups may then '
@@ -459,57 +463,91 @@ def _acs_ecap_fix(topology: model.HostTopology, ports: list[str]) -> str:
             % (';'.join(ports), ', '.join(settings)))
 
 
+def _acs_cost(topology: model.HostTopology,
+              pairs: Iterable[tuple[str, str]],
+              acs_policy: link_class.AcsPolicy,
+              level: link_class.LinkClass) -> str:
+    """What the policy makes of pairs whose traffic ACS sends up."""
+    if acs_policy is not link_class.AcsPolicy.ROUTE:
+        return ('; acs_policy=ignore still counts them as switch-local, so '
+                'cliques hold pairs whose P2P traffic is in fact routed')
+    lost = sorted(
+        '%s-%s' % pair for pair in pairs
+        if link_class.p2p_capable(topology, *pair, level,
+                                  link_class.AcsPolicy.IGNORE)
+        and not link_class.p2p_capable(topology, *pair, level,
+                                       link_class.AcsPolicy.ROUTE))
+    return ('; acs_policy=route counts those pairs as PHB%s'
+            % (', so at p2p_level %s these pairs share no clique: %s'
+               % (level.name, ', '.join(lost)) if lost else ''))
+
+
+def _unknown_acs(topology: model.HostTopology,
+                 pairs: list[tuple[str, str]],
+                 acs_policy: link_class.AcsPolicy,
+                 level: link_class.LinkClass) -> Check:
+    """One line for every port whose ACS could not be read."""
+    message = ('PCI config space could not be read, so ACS is unknown and '
+               'counted as P2P Request Redirect on (fail closed)')
+    if not pairs:
+        return Check(Status.OK, 'ACS', message + ', which changes nothing '
+                     'here: no two GPUs share a PCIe switch')
+    message += (': P2P between %d GPU pairs behind a PCIe switch is taken '
+                'to go up through the root complex' % len(pairs))
+    return Check(
+        Status.WARN, 'ACS',
+        message + _acs_cost(topology, pairs, acs_policy, level),
+        'let nova-compute\'s privsep daemon start (it needs CAP_SYS_ADMIN; '
+        'see the privsep-helper lines in its log), and run as root (sudo '
+        'nova-gpu-p2p check) to see the ACS settings')
+
+
 def check_acs(topology: model.HostTopology,
               acs_policy: link_class.AcsPolicy,
               level: link_class.LinkClass) -> list[Check]:
-    """ACS P2P Request Redirect between GPUs, and what it costs."""
+    """ACS that sends P2P between GPUs up, or is unknown; what it costs."""
     gpus = [g.address for g in topology.gpus()]
     if len(gpus) < 2:
         return []
-    if not topology.config_space_read:
-        return [Check(Status.WARN, 'ACS',
-                      'PCI config space could not be read, so ACS P2P '
-                      'Request Redirect is unknown and treated as off',
-                      'run as root (sudo nova-gpu-p2p check); '
-                      'nova-compute reads it through its privsep daemon')]
     by_port: dict[str, set[str]] = {}
     pairs: dict[str, list[tuple[str, str]]] = {}
+    routes: dict[str, tuple[link_class.AcsRoute, ...]] = {}
+    unknown: list[tuple[str, str]] = []
     for a, b in itertools.combinations(gpus, 2):
         if link_class.pcie_class(topology, a, b) >= link_class.LinkClass.PHB:
             continue  # through the root complex anyway
-        for port in link_class.redirecting_ports(topology, a, b):
+        found = link_class.routing_ports(topology, a, b)
+        if any(link_class.AcsRoute.UNKNOWN in why for why in found.values()):
+            unknown.append((a, b))
+        for port, why in found.items():
+            if link_class.AcsRoute.UNKNOWN in why:
+                continue
             by_port.setdefault(port, set()).update((a, b))
             pairs.setdefault(port, []).append((a, b))
-    if not by_port:
-        return [Check(Status.OK, 'ACS', 'no P2P Request Redirect between '
-                      'GPUs behind a PCIe switch')]
+            routes[port] = why
     checks = []
+    if unknown or not topology.config_space_read:
+        checks.append(_unknown_acs(topology, unknown, acs_policy, level))
     for port in sorted(by_port):
         below = sorted(g for g in by_port[port]
                        if port in {f.address
                                    for f in topology.ancestors(g)})
         peers = sorted(by_port[port] - set(below))
-        lost = sorted(
-            '%s-%s' % pair for pair in pairs[port]
-            if link_class.p2p_capable(topology, *pair, level,
-                                      link_class.AcsPolicy.IGNORE)
-            and not link_class.p2p_capable(topology, *pair, level,
-                                           link_class.AcsPolicy.ROUTE))
-        message = ('switch downstream port %s has ACS P2P Request Redirect '
-                   'on: P2P between %s and %s goes up through the root '
-                   'complex' % (port, ', '.join(below),
-                                ', '.join(peers) or 'each other'))
-        if acs_policy is link_class.AcsPolicy.ROUTE:
-            message += ('; acs_policy=route counts those pairs as PHB%s'
-                        % (', so at p2p_level %s these pairs share no '
-                           'clique: %s' % (level.name, ', '.join(lost))
-                           if lost else ''))
-        else:
-            message += ('; acs_policy=ignore still counts them as '
-                        'switch-local, so cliques hold pairs whose P2P '
-                        'traffic is in fact routed')
-        checks.append(Check(Status.WARN, port, message,
-                            _acs_ecap_fix(topology, [port])))
+        message = ('switch downstream port %s has ACS %s on: P2P between '
+                   '%s and %s %s through the root complex' % (
+                       port, ' and '.join(_ROUTE_NAMES[r]
+                                          for r in routes[port]),
+                       ', '.join(below), ', '.join(peers) or 'each other',
+                       'is blocked or goes up'
+                       if link_class.AcsRoute.EGRESS_CONTROL in routes[port]
+                       else 'goes up'))
+        checks.append(Check(
+            Status.WARN, port,
+            message + _acs_cost(topology, pairs[port], acs_policy, level),
+            _acs_ecap_fix(topology, [port])))
+    if not checks:
+        return [Check(Status.OK, 'ACS', 'no P2P Request Redirect or Egress '
+                      'Control between GPUs behind a PCIe switch')]
     return checks
 
 

@@ -32,6 +32,13 @@ from nova_gpu_p2p.topology import sysfs
 from nova_gpu_p2p import traits
 
 LEVELS = [name for name, _ in conf.P2P_LEVELS]
+#: Per GPU pair in --json: the switch downstream ports that send its P2P
+#: traffic up, by why.
+_ROUTE_KEYS = {
+    link_class.AcsRoute.REQUEST_REDIRECT: 'acs_redirect',
+    link_class.AcsRoute.EGRESS_CONTROL: 'acs_egress_control',
+    link_class.AcsRoute.UNKNOWN: 'acs_unknown',
+}
 
 
 def _load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
@@ -61,14 +68,17 @@ def to_json(result: discovery.HostGPUs, level: str,
     links = {}
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
-            links['%s %s' % (a.address, b.address)] = {
+            routes = link_class.routing_ports(topology, a.address, b.address)
+            link = {
                 'pcie': link_class.pcie_class(topology, a.address,
                                               b.address).name,
                 'effective': link_class.effective_class(
                     topology, a.address, b.address, policy).name,
-                'acs_redirect': link_class.redirecting_ports(
-                    topology, a.address, b.address),
             }
+            for route, key in _ROUTE_KEYS.items():
+                link[key] = [port for port, why in routes.items()
+                             if route in why]
+            links['%s %s' % (a.address, b.address)] = link
     return {
         'p2p_level': level,
         'acs_policy': acs_policy,
@@ -99,6 +109,7 @@ def render_matrix(report: dict) -> str:
                                       'root complex', 'clique')
     lines = ['%-6s' % '' + ''.join('%-7s' % label for label in labels)
              + header]
+    unknown = False
     for i, gpu in enumerate(gpus):
         cells = []
         for j, other in enumerate(gpus):
@@ -109,7 +120,10 @@ def render_matrix(report: dict) -> str:
             link = report['links']['%s %s' % tuple(pair)]
             cell = link['effective']
             if link['effective'] != link['pcie']:
-                cell += '*'
+                # Read ACS settings, else ACS that could not be read.
+                read = link['acs_redirect'] or link['acs_egress_control']
+                cell += '*' if read else '?'
+                unknown = unknown or not read
             cells.append(cell)
         lines.append('%-6s' % labels[i] + ''.join('%-7s' % c for c in cells)
                      + '%-14s %-5s %-12s %s' % (
@@ -119,9 +133,13 @@ def render_matrix(report: dict) -> str:
                          gpu['root_complex'],
                          '-' if gpu['clique'] is None else gpu['clique']))
     lines.append('')
-    lines.append('p2p_level=%s acs_policy=%s; * = made worse by ACS P2P '
-                 'request redirect' % (report['p2p_level'],
-                                       report['acs_policy']))
+    legend = ('p2p_level=%s acs_policy=%s; * = made worse by ACS P2P '
+              'request redirect or egress control' % (report['p2p_level'],
+                                                      report['acs_policy']))
+    if unknown:
+        legend += ('; ? = made worse by ACS that could not be read, counted '
+                   'as request redirect on')
+    lines.append(legend)
     for nic in report['nics']:
         lines.append('NIC %s numa_node %s root complex %s' % (
             nic['address'], nic['numa_node'], nic['root_complex']))

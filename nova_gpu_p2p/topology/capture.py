@@ -24,8 +24,14 @@ import json
 
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import sysfs
 
-FORMAT_VERSION = 1
+#: 2 added each function's ``acs_known``; version 1 captures still load.
+FORMAT_VERSION = 2
+_READABLE_VERSIONS = (1, FORMAT_VERSION)
+#: How version 1 worded an unreadable config space: ACS "treated as off",
+#: which is no longer true of what loading it gives.
+_V1_UNREADABLE_CONFIG = 'PCI config space beyond 64 bytes could not be read'
 
 
 def to_dict(topology: model.HostTopology) -> dict:
@@ -50,11 +56,27 @@ def to_dict(topology: model.HostTopology) -> dict:
     }
 
 
+def _v1_function(function: model.PCIFunction,
+                 config_space_read: bool) -> model.PCIFunction:
+    """Version 1 knew unread ACS only host-wide: every bridge's was."""
+    if config_space_read or not function.is_bridge:
+        return function
+    return dataclasses.replace(function, acs_known=False)
+
+
+def _v1_finding(finding: str) -> str:
+    if finding.startswith(_V1_UNREADABLE_CONFIG):
+        return sysfs.UNREADABLE_CONFIG
+    return finding
+
+
 def from_dict(data: dict) -> model.HostTopology:
-    if data.get('format_version') != FORMAT_VERSION:
-        raise ValueError('capture format_version %r is not %d' % (
-            data.get('format_version'), FORMAT_VERSION))
+    version = data.get('format_version')
+    if version not in _READABLE_VERSIONS:
+        raise ValueError('capture format_version %r is not one of %s' % (
+            version, ', '.join(str(v) for v in _READABLE_VERSIONS)))
     functions = {}
+    findings = tuple(data['findings'])
     for record in data['functions']:
         acs = record.pop('acs')
         function = model.PCIFunction(
@@ -62,7 +84,11 @@ def from_dict(data: dict) -> model.HostTopology:
                    port_type=model.PortType(record['port_type']),
                    bars64=tuple(record['bars64']),
                    acs=model.Acs(**acs) if acs else None))
+        if version == 1:
+            function = _v1_function(function, data['config_space_read'])
         functions[function.address] = function
+    if version == 1:
+        findings = tuple(_v1_finding(f) for f in findings)
     return model.HostTopology(
         functions=functions,
         numa_nodes=tuple(
@@ -73,7 +99,7 @@ def from_dict(data: dict) -> model.HostTopology:
         config_space_read=data['config_space_read'],
         p2p_overrides={frozenset(pair): capable
                        for pair, capable in data['p2p_overrides']},
-        findings=tuple(data['findings']))
+        findings=findings)
 
 
 def save(topology: model.HostTopology, path: str) -> None:

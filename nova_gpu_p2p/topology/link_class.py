@@ -23,10 +23,14 @@ The rule, computed from the PCI tree alone (NVLink comes from NVML):
 * ``NODE``: they hang off different root complexes of one NUMA node.
 * ``SYS``: they are in different NUMA nodes.
 
-With ``acs_policy = route``, ACS P2P Request Redirect on a switch downstream
-port in the path forces the pair's requests up to the root complex, so the
-pair is ``PHB`` at best. ACS on a root port changes nothing: traffic between
-root ports crosses the root complex anyway.
+With ``acs_policy = route``, ACS P2P Request Redirect or P2P Egress Control
+enabled on a switch downstream port in the path forces the pair's requests
+up to the root complex (or blocks them), so the pair is ``PHB`` at best. So
+does a downstream port whose ACS could not be read: Linux turns Request
+Redirect on whenever the IOMMU is on, and an unknown must not give a clique
+that the hardware routes through the root complex (fail closed). ACS on a
+root port changes nothing: traffic between root ports crosses the root
+complex anyway.
 """
 
 import enum
@@ -53,6 +57,15 @@ class LinkClass(enum.Enum):
 class AcsPolicy(str, enum.Enum):
     ROUTE = 'route'
     IGNORE = 'ignore'
+
+
+class AcsRoute(str, enum.Enum):
+    """Why a switch downstream port sends peer traffic up, not across."""
+
+    REQUEST_REDIRECT = 'request_redirect'
+    EGRESS_CONTROL = 'egress_control'
+    #: Config space unreadable: counted as Request Redirect on.
+    UNKNOWN = 'unknown'
 
 
 def _switch_of(bridge: model.PCIFunction) -> str | None:
@@ -94,14 +107,32 @@ def pcie_class(topology: model.HostTopology, a: str, b: str) -> LinkClass:
     return LinkClass.PIX if len(switches) <= 1 else LinkClass.PXB
 
 
-def redirecting_ports(topology: model.HostTopology, a: str,
-                      b: str) -> list[str]:
-    """Switch downstream ports between a and b with ACS request redirect."""
+def port_routes(port: model.PCIFunction) -> tuple[AcsRoute, ...]:
+    """What makes a switch downstream port route peer traffic up.
+
+    Empty for other functions, and for a downstream port read without ACS
+    or with neither bit enabled.
+    """
+    if port.port_type is not model.PortType.DOWNSTREAM:
+        return ()
+    if not port.acs_known:
+        return (AcsRoute.UNKNOWN,)
+    if port.acs is None:
+        return ()
+    routes = ((AcsRoute.REQUEST_REDIRECT, port.acs.request_redirect),
+              (AcsRoute.EGRESS_CONTROL, port.acs.egress_control))
+    return tuple(route for route, enabled in routes if enabled)
+
+
+def routing_ports(topology: model.HostTopology, a: str,
+                  b: str) -> dict[str, tuple[AcsRoute, ...]]:
+    """Switch downstream ports between a and b that route P2P up, and why.
+
+    In address order; empty where ACS lets the pair's traffic across.
+    """
     path, _meet = _path(topology, a, b)
-    return sorted(
-        f.address for f in path
-        if f.port_type is model.PortType.DOWNSTREAM
-        and f.acs is not None and f.acs.request_redirect)
+    found = {f.address: port_routes(f) for f in path}
+    return {port: found[port] for port in sorted(found) if found[port]}
 
 
 def effective_class(topology: model.HostTopology, a: str, b: str,
@@ -111,7 +142,7 @@ def effective_class(topology: model.HostTopology, a: str, b: str,
         return LinkClass.NV
     link = pcie_class(topology, a, b)
     if (acs_policy is AcsPolicy.ROUTE and link < LinkClass.PHB
-            and redirecting_ports(topology, a, b)):
+            and routing_ports(topology, a, b)):
         return LinkClass.PHB
     return link
 

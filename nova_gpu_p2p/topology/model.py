@@ -39,17 +39,38 @@ class PortType(str, enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class Acs:
-    """A downstream port's ACS capability and control registers."""
+    """A downstream port's ACS capability and control registers.
+
+    The bits are those of both registers: the capability register says
+    what the port implements, the control register what is enabled.
+    """
 
     capability: int
     control: int
 
-    #: ACS P2P Request Redirect (bit 2 of both registers).
+    #: ACS P2P Request Redirect: peer requests go up to the root complex.
     P2P_REQUEST_REDIRECT = 1 << 2
+    #: ACS P2P Completion Redirect: so do peer completions.
+    P2P_COMPLETION_REDIRECT = 1 << 3
+    #: ACS P2P Egress Control: the port's Egress Control Vector (not read
+    #: here) blocks peer requests to other ports, or redirects them.
+    P2P_EGRESS_CONTROL = 1 << 5
+    #: What Linux's ``pci=disable_acs_redir`` clears: every bit that keeps
+    #: peer traffic from crossing the switch directly.
+    REDIRECT_BITS = (P2P_REQUEST_REDIRECT | P2P_COMPLETION_REDIRECT
+                     | P2P_EGRESS_CONTROL)
+
+    def enabled(self, bit: int) -> bool:
+        """Implemented (capability) and switched on (control)."""
+        return bool(self.capability & self.control & bit)
 
     @property
     def request_redirect(self) -> bool:
-        return bool(self.control & self.P2P_REQUEST_REDIRECT)
+        return self.enabled(self.P2P_REQUEST_REDIRECT)
+
+    @property
+    def egress_control(self) -> bool:
+        return self.enabled(self.P2P_EGRESS_CONTROL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +93,19 @@ class PCIFunction:
     #: Sizes in bytes of its 64-bit memory BARs.
     bars64: tuple[int, ...] = ()
     port_type: PortType = PortType.ENDPOINT
-    #: ACS registers; None where the port has none or they were unreadable.
+    #: ACS registers; None where the port has no ACS capability, or where
+    #: config space could not be read (then ``acs_known`` is False).
     acs: Acs | None = None
+    #: False where config space could not be read (no privsep, not root):
+    #: whether the port has ACS, and what it enables, is unknown. The
+    #: link-class rule counts such a switch downstream port as Request
+    #: Redirect on (fail closed), as Linux sets it with the IOMMU on.
+    acs_known: bool = True
+
+    def __post_init__(self) -> None:
+        if self.acs is not None and not self.acs_known:
+            raise ValueError('%s: ACS registers read, yet unknown'
+                             % self.address)
 
     @property
     def base_class(self) -> int:
@@ -114,8 +146,9 @@ class HostTopology:
     numa_nodes: tuple[NumaNode, ...] = ()
     #: Pairs of GPU addresses joined by NVLink (NVML backend only).
     nvlink_pairs: frozenset[frozenset[str]] = frozenset()
-    #: False when ACS and port types could not be read (no root, no
-    #: privsep): ACS redirect is then unknown, and reported as such.
+    #: False when config space could not be read (no root, no privsep):
+    #: port types are inferred from the tree, and the bridges read without
+    #: it have ``acs_known`` False.
     config_space_read: bool = True
     #: Operator-supplied P2P answers for GPU pairs (static backend): a pair
     #: listed here is P2P capable or not regardless of the PCI tree.

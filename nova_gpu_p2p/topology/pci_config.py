@@ -53,6 +53,12 @@ class ConfigFacts:
     #: From the PCI Express capability; None without one or unread.
     port_type: model.PortType | None
     acs: model.Acs | None
+    #: False where config space past the header could not be read.
+    acs_known: bool = True
+
+
+#: What a bridge whose config space could not be read tells.
+UNREAD = ConfigFacts(port_type=None, acs=None, acs_known=False)
 
 
 def _u16(data: bytes, offset: int) -> int:

@@ -40,8 +40,10 @@ _BAR_LINES = 6
 UNREADABLE_CONFIG = (
     'PCI config space beyond 64 bytes could not be read (nova-compute\'s '
     'privsep daemon is not available, or not root): ACS settings are '
-    'unknown and treated as off, switch port types are inferred from the '
-    'tree')
+    'unknown and treated as P2P Request Redirect on, so with acs_policy = '
+    'route GPUs behind a PCIe switch count as PHB at best; switch port '
+    'types are inferred from the tree. Let nova-compute\'s privsep daemon '
+    'start (it needs CAP_SYS_ADMIN), or run the CLI with sudo')
 
 ConfigReader = Callable[[str, int], bytes]
 
@@ -173,7 +175,8 @@ class SysfsBackend(backends.TopologyBackend):
             iommu_group=int(iommu_group) if iommu_group else None,
             bars64=parse_bars64(_read(os.path.join(path, 'resource'))),
             port_type=facts.port_type or model.PortType.ENDPOINT,
-            acs=facts.acs)
+            acs=facts.acs,
+            acs_known=facts.acs_known)
 
     def _config_facts(self, path: str,
                       address: str) -> pci_config.ConfigFacts:
@@ -188,7 +191,7 @@ class SysfsBackend(backends.TopologyBackend):
             except Exception as exc:  # privsep failures come in many kinds
                 LOG.debug('privileged read of %s failed: %s', config, exc)
             self._config_ok = False
-        return pci_config.ConfigFacts(port_type=None, acs=None)
+        return pci_config.UNREAD
 
     def _numa_nodes(self, findings: list[str]) -> tuple[model.NumaNode, ...]:
         base = os.path.join(self.root, 'devices', 'system', 'node')

@@ -38,9 +38,16 @@ from nova_gpu_p2p.tests.fixtures import sysfs_builder
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import cliques
 from nova_gpu_p2p.topology import link_class as lc
+from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 
 _TREES: dict[tuple[str, bool], str] = {}
+#: How version 1 captures recorded an unreadable config space.
+V1_UNREADABLE_CONFIG = (
+    'PCI config space beyond 64 bytes could not be read (nova-compute\'s '
+    'privsep daemon is not available, or not root): ACS settings are '
+    'unknown and treated as off, switch port types are inferred from the '
+    'tree')
 _SCRATCH: list[str] = []
 
 
@@ -53,7 +60,7 @@ def tree(name: str, unprivileged: bool = False) -> str:
                 dir=sysfs_builder.scratch_dir()))
             atexit.register(shutil.rmtree, _SCRATCH[0], True)
         root = os.path.join(_SCRATCH[0], '%s-%d' % key)
-        sysfs_builder.build(hosts.HOSTS[name], root, unprivileged)
+        sysfs_builder.build(hosts.host(name), root, unprivileged)
         _TREES[key] = root
     return _TREES[key]
 
@@ -85,6 +92,14 @@ def oracle_groups(expected: hosts.Expected, level: lc.LinkClass,
 LEVELS = [lc.LinkClass[name] for name in hosts.CLASSES]
 
 
+def cases():
+    """(name, unprivileged, expected): every corpus host and ACS case."""
+    for name, expected in hosts.EXPECTED.items():
+        yield name, False, expected
+    for name, case in hosts.ACS_CASES.items():
+        yield name, case.unprivileged, case.expected
+
+
 class TestCorpus(testtools.TestCase):
 
     def test_corpus_has_the_required_hosts(self):
@@ -93,22 +108,23 @@ class TestCorpus(testtools.TestCase):
         self.assertTrue(450 <= functions <= 550, functions)
 
     def test_gpus_numa_nodes_and_root_complexes(self):
-        for name, expected in hosts.EXPECTED.items():
-            topology = discover(name)
+        for name, unprivileged, expected in cases():
+            topology = discover(name, unprivileged)
             self.assertEqual(
                 [(g.address, g.numa_node, g.root_complex)
                  for g in expected.gpus],
                 [(g.address, g.numa_node, g.root_complex)
                  for g in topology.gpus()], name)
-            self.assertTrue(topology.config_space_read, name)
+            self.assertEqual(not unprivileged, topology.config_space_read,
+                             name)
             self.assertEqual(
                 list(expected.nics),
                 sorted(f.address for f in topology.functions.values()
                        if f.is_nic), name)
 
     def test_link_classes(self):
-        for name, expected in hosts.EXPECTED.items():
-            topology = discover(name)
+        for name, unprivileged, expected in cases():
+            topology = discover(name, unprivileged)
             for a, b in expected.links:
                 self.assertEqual(
                     expected.link(a, b, 'ignore'),
@@ -122,8 +138,8 @@ class TestCorpus(testtools.TestCase):
                     '%s %s-%s routed' % (name, a, b))
 
     def test_cliques_at_every_level_and_policy(self):
-        for name, expected in hosts.EXPECTED.items():
-            topology = discover(name)
+        for name, unprivileged, expected in cases():
+            topology = discover(name, unprivileged)
             for level in LEVELS:
                 for policy in lc.AcsPolicy:
                     result = cliques.assign(topology, level, policy)
@@ -150,28 +166,87 @@ class TestCorpus(testtools.TestCase):
         self.assertEqual(1, len(result.groups))
         self.assertEqual(8, result.largest())
 
-    def test_unprivileged_reads_at_reduced_accuracy(self):
+    def test_unprivileged_reads_fail_closed(self):
         for name, expected in hosts.EXPECTED.items():
             topology = discover(name, unprivileged=True)
             self.assertFalse(topology.config_space_read)
-            self.assertIn(sysfs.UNREADABLE_CONFIG, topology.findings)
+            self.assertEqual(1, topology.findings.count(
+                sysfs.UNREADABLE_CONFIG), name)
             self.assertEqual(list(expected.addresses),
                              [g.address for g in topology.gpus()])
-            # Port types are inferred from the tree, so the PCIe classes
-            # hold; ACS is unknown, so redirect is not applied.
             for a, b in expected.links:
+                tree_class = expected.link(a, b, 'ignore')
+                # Port types are inferred from the tree, so the PCIe
+                # classes hold under ignore. Every PIX or PXB pair of the
+                # corpus crosses a switch downstream port, whose ACS is
+                # unknown: Request Redirect on, so PHB under route.
                 self.assertEqual(
-                    expected.link(a, b, 'ignore'),
-                    lc.effective_class(topology, a, b).name,
+                    tree_class,
+                    lc.effective_class(topology, a, b,
+                                       lc.AcsPolicy.IGNORE).name,
                     '%s %s-%s' % (name, a, b))
+                self.assertEqual(
+                    'PHB' if tree_class in ('PIX', 'PXB') else tree_class,
+                    lc.effective_class(topology, a, b).name,
+                    '%s %s-%s routed' % (name, a, b))
+
+    def assertCliquesAtPXB(self, name, route, ignore):
+        """Clique IDs of an ACS case's GPUs (in order) under each policy."""
+        topology = discover(name, hosts.ACS_CASES[name].unprivileged)
+        for policy, ids in ((lc.AcsPolicy.ROUTE, route),
+                            (lc.AcsPolicy.IGNORE, ignore)):
+            self.assertEqual(
+                dict(zip(hosts.ACS_CASES[name].expected.addresses, ids)),
+                cliques.assign(topology, lc.LinkClass.PXB, policy).ids,
+                '%s %s' % (name, policy.value))
+        return topology
+
+    def test_unreadable_switch_gives_no_clique_under_route(self):
+        topology = self.assertCliquesAtPXB(
+            'acs-config-unreadable', route=[None] * 5, ignore=[0, 0, 0, 1, 1])
+        # One finding for the host, not one per port.
+        self.assertEqual((sysfs.UNREADABLE_CONFIG,), topology.findings)
+        self.assertEqual(
+            ['0000:02:00.0', '0000:02:01.0', '0000:02:02.0', '0000:07:00.0',
+             '0000:07:01.0'],
+            sorted(f.address for f in topology.functions.values()
+                   if f.port_type is model.PortType.DOWNSTREAM
+                   and not f.acs_known))
+
+    def test_egress_control_and_ports_without_acs(self):
+        # A's port has egress control on: A is alone. D and E's ports have
+        # no ACS, read as such: they stay a switch-local clique.
+        topology = self.assertCliquesAtPXB(
+            'acs-egress-control', route=[None, 0, 0, 1, 1],
+            ignore=[0, 0, 0, 1, 1])
+        a, b, _c, d, e = hosts.ACS_CASES['acs-egress-control'] \
+            .expected.addresses
+        self.assertEqual({'0000:02:00.0': (lc.AcsRoute.EGRESS_CONTROL,)},
+                         lc.routing_ports(topology, a, b))
+        self.assertEqual({}, lc.routing_ports(topology, d, e))
+        self.assertEqual((), topology.findings)
 
     def test_capture_round_trip(self):
-        for name in hosts.HOSTS:
-            topology = discover(name)
+        for name, unprivileged, _expected in cases():
+            topology = discover(name, unprivileged)
             self.assertEqual(
                 topology,
                 capture.from_dict(json.loads(json.dumps(
                     capture.to_dict(topology)))), name)
+
+    def test_version_1_capture_loads_as_unknown_acs(self):
+        # Version 1 had no acs_known, and worded the finding "treated as
+        # off": loading one gives what discovery gives now.
+        for unprivileged in (False, True):
+            topology = discover('acs-config-unreadable', unprivileged)
+            data = capture.to_dict(topology)
+            data['format_version'] = 1
+            for record in data['functions']:
+                del record['acs_known']
+            data['findings'] = [
+                f.replace(sysfs.UNREADABLE_CONFIG, V1_UNREADABLE_CONFIG)
+                for f in data['findings']]
+            self.assertEqual(topology, capture.from_dict(data))
 
 
 class TestCLI(testtools.TestCase):
@@ -222,6 +297,27 @@ class TestCLI(testtools.TestCase):
                                 '--json')
             loaded = self.run_cli('topology', '--load', path, '--json')
             self.assertEqual(live, loaded, name)
+
+    def test_matrix_marks_read_and_unknown_acs(self):
+        pair = '0000:03:00.0 0000:04:00.0'
+        for name, mark, key in (
+                ('acs-egress-control', '*', 'acs_egress_control'),
+                ('acs-config-unreadable', '?', 'acs_unknown')):
+            case = hosts.ACS_CASES[name]
+            path = os.path.join(
+                self.useFixture(fixtures.TempDir()).path, 'host.json')
+            capture.save(discover(name, case.unprivileged), path)
+            lines = self.run_cli('topology', '--load', path).splitlines()
+            self.assertEqual(['X', 'PHB' + mark, 'PHB' + mark, 'PHB', 'PHB'],
+                             lines[1].split()[1:6], name)
+            self.assertEqual(mark == '?', 'ACS that could not be read' in
+                             lines[7], name)
+            link = json.loads(self.run_cli('topology', '--load', path,
+                                           '--json'))['links'][pair]
+            ports = ['0000:02:00.0'] + (['0000:02:01.0'] if mark == '?'
+                                        else [])
+            self.assertEqual(ports, link[key], name)
+            self.assertEqual([], link['acs_redirect'], name)
 
     def test_errors_are_one_line(self):
         err = io.StringIO()

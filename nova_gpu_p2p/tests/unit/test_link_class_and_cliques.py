@@ -29,13 +29,14 @@ class Tree:
         self.next_bus = 1
 
     def add(self, parent, port_type, class_code, rc='pci0000:00', numa=0,
-            vendor=0x10de, acs=None):
+            vendor=0x10de, acs=None, acs_known=True):
         address = '0000:%02x:00.0' % self.next_bus
         self.next_bus += 1
         self.functions[address] = model.PCIFunction(
             address=address, vendor=vendor, device=0x2330,
             class_code=class_code, parent=parent, root_complex=rc,
-            numa_node=numa, port_type=port_type, acs=acs)
+            numa_node=numa, port_type=port_type, acs=acs,
+            acs_known=acs_known)
         return address
 
     def root_port(self, **kw):
@@ -138,13 +139,13 @@ class TestACS(testtools.TestCase):
     def test_ports_without_redirect_unaffected(self):
         self.assertIs(lc.LinkClass.PIX,
                       lc.effective_class(self.topology, self.b, self.c))
-        self.assertEqual([], lc.redirecting_ports(self.topology, self.b,
-                                                  self.c))
+        self.assertEqual({}, lc.routing_ports(self.topology, self.b,
+                                              self.c))
 
     def test_root_port_acs_changes_nothing(self):
         # The root port has redirect set too, but it is shared by all.
-        self.assertEqual(1, len(lc.redirecting_ports(self.topology, self.a,
-                                                     self.c)))
+        self.assertEqual(1, len(lc.routing_ports(self.topology, self.a,
+                                                 self.c)))
 
     def test_ignore_policy(self):
         self.assertIs(lc.LinkClass.PIX,
@@ -159,6 +160,79 @@ class TestACS(testtools.TestCase):
                   numa=1)
         self.assertIs(lc.LinkClass.SYS,
                       lc.effective_class(t.topology(), a, b))
+
+
+class TestAcsStates(testtools.TestCase):
+    """One row per ACS state of the first port of a two-port switch."""
+
+    #: (what, its Acs, acs_known, class under route, why it routes).
+    CASES = [
+        ('read, no ACS capability', None, True, 'PIX', ()),
+        ('ACS, all off', model.Acs(0x5f, 0x00), True, 'PIX', ()),
+        ('request redirect', model.Acs(0x5f, 0x1d), True, 'PHB',
+         (lc.AcsRoute.REQUEST_REDIRECT,)),
+        ('egress control', model.Acs(0x7f, 0x20), True, 'PHB',
+         (lc.AcsRoute.EGRESS_CONTROL,)),
+        ('both', model.Acs(0x7f, 0x3d), True, 'PHB',
+         (lc.AcsRoute.REQUEST_REDIRECT, lc.AcsRoute.EGRESS_CONTROL)),
+        # A control bit counts only where the capability says the port
+        # implements it (else the spec hardwires it to 0).
+        ('egress control bit, no capability', model.Acs(0x5f, 0x20), True,
+         'PIX', ()),
+        ('unknown: config space unreadable', None, False, 'PHB',
+         (lc.AcsRoute.UNKNOWN,)),
+    ]
+
+    def test_each_state(self):
+        for what, acs, known, routed, why in self.CASES:
+            t = Tree()
+            usp = t.add(t.root_port(), PT.UPSTREAM, 0x060400)
+            port = t.add(usp, PT.DOWNSTREAM, 0x060400, acs=acs,
+                         acs_known=known)
+            a = t.gpu(port)
+            b = t.gpu(t.add(usp, PT.DOWNSTREAM, 0x060400,
+                            acs=model.Acs(0x5f, 0)))
+            topology = t.topology()
+            self.assertEqual(
+                (routed, 'PIX'),
+                tuple(lc.effective_class(topology, a, b, policy).name
+                      for policy in (lc.AcsPolicy.ROUTE,
+                                     lc.AcsPolicy.IGNORE)), what)
+            self.assertEqual({port: why} if why else {},
+                             lc.routing_ports(topology, a, b), what)
+            clique = None if routed == 'PHB' else 0
+            self.assertEqual({a: clique, b: clique}, cliques.assign(
+                topology, lc.LinkClass.PXB).ids, what)
+            self.assertEqual({a: 0, b: 0}, cliques.assign(
+                topology, lc.LinkClass.PXB, lc.AcsPolicy.IGNORE).ids, what)
+
+    def test_unknown_root_port_changes_nothing(self):
+        t = Tree()
+        rp = t.root_port(acs_known=False)
+        a, b = t.gpu(rp), t.gpu(rp)
+        self.assertIs(lc.LinkClass.PIX,
+                      lc.effective_class(t.topology(), a, b))
+
+    def test_unknown_far_pair_stays_far(self):
+        t = Tree()
+        a = t.gpu(t.add(t.add(t.root_port(), PT.UPSTREAM, 0x060400),
+                        PT.DOWNSTREAM, 0x060400, acs_known=False))
+        b = t.gpu(t.root_port(rc='pci0000:80', numa=1), rc='pci0000:80',
+                  numa=1)
+        self.assertIs(lc.LinkClass.SYS,
+                      lc.effective_class(t.topology(), a, b))
+
+    def test_unknown_with_registers_is_refused(self):
+        self.assertRaises(ValueError, model.PCIFunction,
+                          address='0000:02:00.0', vendor=0x1000, device=1,
+                          class_code=0x060400, parent=None,
+                          root_complex='pci0000:00',
+                          acs=model.Acs(0x5f, 0x1d), acs_known=False)
+
+    def test_bits_linux_clears(self):
+        # pci=disable_acs_redir clears Request Redirect, Completion
+        # Redirect and Egress Control.
+        self.assertEqual(0x2c, model.Acs.REDIRECT_BITS)
 
 
 class TestOverrides(testtools.TestCase):

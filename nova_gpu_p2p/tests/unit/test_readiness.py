@@ -52,17 +52,19 @@ DESCRIPTOR = {
 
 def fn(address, parent=None, rc='pci0000:00', numa=0, driver='vfio-pci',
        group=None, vendor=model.NVIDIA_VENDOR_ID, class_code=GPU_CLASS,
-       port_type=model.PortType.ENDPOINT, acs=None, device=0x2330):
+       port_type=model.PortType.ENDPOINT, acs=None, device=0x2330,
+       acs_known=True):
     return model.PCIFunction(
         address=address, vendor=vendor, device=device,
         class_code=class_code, parent=parent, root_complex=rc,
         numa_node=numa, driver=driver, iommu_group=group,
-        port_type=port_type, acs=acs)
+        port_type=port_type, acs=acs, acs_known=acs_known)
 
 
-def bridge(address, port_type, parent=None, acs=None):
+def bridge(address, port_type, parent=None, acs=None, acs_known=True):
     return fn(address, parent, driver='pcieport', vendor=0x1000,
-              class_code=BRIDGE, port_type=port_type, acs=acs)
+              class_code=BRIDGE, port_type=port_type, acs=acs,
+              acs_known=acs_known)
 
 
 def topo(*functions, **kwargs):
@@ -71,14 +73,19 @@ def topo(*functions, **kwargs):
 
 
 def switch_host(acs_a=REDIRECT, acs_b=None, config_space_read=True):
-    """Root port, one switch, GPU A behind port 02:00.0, B behind 02:01.0."""
+    """Root port, one switch, GPU A behind port 02:00.0, B behind 02:01.0.
+
+    Without ``config_space_read``, no bridge's ACS is known.
+    """
+    known = config_space_read
     return topo(
-        bridge('0000:00:01.0', model.PortType.ROOT_PORT),
-        bridge('0000:01:00.0', model.PortType.UPSTREAM, '0000:00:01.0'),
+        bridge('0000:00:01.0', model.PortType.ROOT_PORT, acs_known=known),
+        bridge('0000:01:00.0', model.PortType.UPSTREAM, '0000:00:01.0',
+               acs_known=known),
         bridge('0000:02:00.0', model.PortType.DOWNSTREAM, '0000:01:00.0',
-               acs_a),
+               acs_a if known else None, acs_known=known),
         bridge('0000:02:01.0', model.PortType.DOWNSTREAM, '0000:01:00.0',
-               acs_b),
+               acs_b if known else None, acs_known=known),
         fn('0000:03:00.0', '0000:02:00.0', group=3),
         fn('0000:04:00.0', '0000:02:01.0', group=4),
         numa_nodes=(model.NumaNode(0, frozenset({0, 1}), (10,)),),
@@ -460,11 +467,16 @@ class TestBindings(testtools.TestCase):
 
 class TestAcs(testtools.TestCase):
 
-    def test_redirect_under_route(self):
-        (check,) = r.check_acs(switch_host(), lc.AcsPolicy.ROUTE,
+    def port_warning(self, acs_a=REDIRECT):
+        """The one line check_acs gives for port 02:00.0 of switch_host."""
+        (check,) = r.check_acs(switch_host(acs_a), lc.AcsPolicy.ROUTE,
                                lc.LinkClass.PXB)
         self.assertEqual((WARN, '0000:02:00.0'), (check.status,
                                                   check.subject))
+        return check
+
+    def test_redirect_under_route(self):
+        check = self.port_warning()
         self.assertIn('port 0000:02:00.0 has ACS P2P Request Redirect on: '
                       'P2P between 0000:03:00.0 and 0000:04:00.0',
                       check.message)
@@ -507,11 +519,39 @@ class TestAcs(testtools.TestCase):
                                          lc.LinkClass.SYS)[0].status)
 
     def test_unreadable_config(self):
+        # One line for the host, however many ports are unknown.
         (check,) = r.check_acs(switch_host(config_space_read=False),
                                lc.AcsPolicy.ROUTE, lc.LinkClass.PXB)
         self.assertEqual((WARN, 'ACS'), (check.status, check.subject))
-        self.assertIn('unknown', check.message)
+        self.assertIn('ACS is unknown and counted as P2P Request Redirect '
+                      'on (fail closed)', check.message)
+        self.assertIn('share no clique: 0000:03:00.0-0000:04:00.0',
+                      check.message)
+        self.assertIn('CAP_SYS_ADMIN', check.fix)
         self.assertIn('run as root', check.fix)
+        (check,) = r.check_acs(switch_host(config_space_read=False),
+                               lc.AcsPolicy.IGNORE, lc.LinkClass.PXB)
+        self.assertIn('acs_policy=ignore still counts them', check.message)
+
+    def test_unreadable_config_without_switch(self):
+        host = topo(
+            bridge('0000:00:01.0', model.PortType.ROOT_PORT,
+                   acs_known=False),
+            bridge('0000:00:02.0', model.PortType.ROOT_PORT,
+                   acs_known=False),
+            fn('0000:01:00.0', '0000:00:01.0', group=1),
+            fn('0000:02:00.0', '0000:00:02.0', group=2),
+            config_space_read=False)
+        (check,) = r.check_acs(host, lc.AcsPolicy.ROUTE, lc.LinkClass.PXB)
+        self.assertEqual((OK, 'ACS'), (check.status, check.subject))
+        self.assertIn('changes nothing here', check.message)
+
+    def test_egress_control(self):
+        check = self.port_warning(model.Acs(0x7f, 0x21))
+        self.assertIn('has ACS P2P Egress Control on: P2P between '
+                      '0000:03:00.0 and 0000:04:00.0 is blocked or goes up '
+                      'through the root complex', check.message)
+        self.assertIn('ECAP_ACS+6.w=0001', check.fix)
 
     def test_fewer_than_two_gpus(self):
         self.assertEqual([], r.check_acs(topo(fn('0000:01:00.0')),
@@ -809,7 +849,10 @@ class TestCheckCLI(testtools.TestCase):
         rc, out = self.run_cli('--sysfs-root',
                                test_corpus.tree('acs-redirect-switch'))
         self.assertEqual(0, rc)
-        self.assertEqual([(WARN, 'ACS')], self.not_ok(out))
+        # Unknown is redirect on: no two GPUs behind the switch share a
+        # clique at PXB.
+        self.assertEqual([(WARN, 'ACS'), (WARN, 'p2p_level PXB')],
+                         self.not_ok(out))
         self.assertIn('run as root', out)
 
     def test_json_and_load(self):

@@ -166,10 +166,18 @@ class TestCorpusTree(testtools.TestCase):
             {a: f.port_type for a, f in topology.functions.items()})
         self.assertEqual(set(), {f.address for f in
                                  topology.functions.values() if f.acs})
-        # Redirect is unknown, so pairs get their tree classes.
+        # Every bridge's ACS is unknown, the endpoints' was never asked.
+        self.assertEqual(
+            {a for a, f in topology.functions.items() if f.is_bridge},
+            {a for a, f in topology.functions.items() if not f.acs_known})
+        # Unknown counts as redirect on: every pair is PHB under route,
+        # C-D too, whose ports have ACS off; ignore keeps the tree's PIX.
         for a, c in expected.links:
-            self.assertEqual(expected.link(a, c, 'ignore'),
-                             lc.effective_class(topology, a, c).name)
+            self.assertEqual(
+                ('PHB', expected.link(a, c, 'ignore')),
+                (lc.effective_class(topology, a, c).name,
+                 lc.effective_class(topology, a, c,
+                                    lc.AcsPolicy.IGNORE).name))
 
     def test_64_bit_bars(self):
         topology = test_corpus.discover(ACS_HOST)

@@ -123,10 +123,23 @@ class _Function:
     def is_nvidia_gpu(self) -> bool:
         return self.vendor == 0x10de and self.class_code >> 16 == 0x03
 
+    def _acs_register(self, at: int) -> int | None:
+        offset = _ext_caps(self.config).get(0x000d)
+        return None if offset is None else _u16(self.config, offset + at)
+
+    @property
+    def acs_capability(self) -> int | None:
+        return self._acs_register(4)
+
     @property
     def acs_control(self) -> int | None:
-        offset = _ext_caps(self.config).get(0x000d)
-        return None if offset is None else _u16(self.config, offset + 6)
+        return self._acs_register(6)
+
+    @property
+    def acs_routes_up(self) -> bool:
+        """Request Redirect or Egress Control, implemented and enabled."""
+        return bool((self.acs_control or 0) & (self.acs_capability or 0)
+                    & (b.ACS_P2P_REQUEST_REDIRECT | b.ACS_P2P_EGRESS_CONTROL))
 
 
 def _functions(root: str) -> dict[str, _Function]:
@@ -157,10 +170,8 @@ def _tree_class(functions: dict[str, _Function], a: str, c: str,
     types = [(_pcie_type(functions[p].config), p) for p in path]
     switches = {p for t, p in types if t == b.PCIE_UPSTREAM}
     cls = 'PIX' if len(switches) <= 1 else 'PXB'
-    redirect = any(
-        t == b.PCIE_DOWNSTREAM
-        and (functions[p].acs_control or 0) & b.ACS_P2P_REQUEST_REDIRECT
-        for t, p in types)
+    redirect = any(t == b.PCIE_DOWNSTREAM and functions[p].acs_routes_up
+                   for t, p in types)
     if route and redirect:
         return 'PHB'
     return cls
@@ -179,6 +190,13 @@ class TestCorpusTrees(testtools.TestCase):
             root = os.path.join(cls.base, name)
             b.build(host, root)
             cls.functions[name] = _functions(root)
+        # ACS cases read as root; the others only differ in what is read.
+        cls.acs_functions: dict[str, dict[str, _Function]] = {}
+        for name, case in hosts.ACS_CASES.items():
+            if not case.unprivileged:
+                root = os.path.join(cls.base, name)
+                b.build(case.host, root)
+                cls.acs_functions[name] = _functions(root)
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -413,7 +431,9 @@ class TestCorpusTrees(testtools.TestCase):
                  if f.class_code >> 16 == 0x02], name)
 
     def test_expected_links_cover_every_pair(self):
-        for name, expected in hosts.EXPECTED.items():
+        for name, expected in list(hosts.EXPECTED.items()) + [
+                (name, case.expected)
+                for name, case in hosts.ACS_CASES.items()]:
             pairs = {frozenset(p) for p in itertools.combinations(
                 expected.addresses, 2)}
             self.assertEqual(pairs, set(expected.links), name)
@@ -423,9 +443,25 @@ class TestCorpusTrees(testtools.TestCase):
                 self.assertGreaterEqual(_ORDER[cls],
                                         _ORDER[expected.links[pair]])
 
+    def test_acs_case_registers(self):
+        functions = self.acs_functions['acs-egress-control']
+        self.assertEqual(
+            {'0000:02:00.0': (0x007f, 0x0020),
+             '0000:02:01.0': (0x005f, 0x0000),
+             '0000:02:02.0': (0x005f, 0x0000)},
+            {a: (f.acs_capability, f.acs_control)
+             for a, f in functions.items() if f.acs_control is not None})
+        self.assertEqual(
+            [b.PCIE_DOWNSTREAM] * 2,
+            [_pcie_type(functions[a].config)
+             for a in ('0000:07:00.0', '0000:07:01.0')])
+
     def test_expected_links_agree_with_tree(self):
-        for name, expected in hosts.EXPECTED.items():
-            functions = self.functions[name]
+        tables = [(name, expected, self.functions[name])
+                  for name, expected in hosts.EXPECTED.items()]
+        tables += [(name, hosts.ACS_CASES[name].expected, functions)
+                   for name, functions in self.acs_functions.items()]
+        for name, expected, functions in tables:
             for a, c in itertools.combinations(expected.addresses, 2):
                 for policy in ('ignore', 'route'):
                     self.assertEqual(
