@@ -25,6 +25,7 @@ can read.
 
 import dataclasses
 import json
+import time
 
 from nova import conf as nova_conf
 from nova.tests.functional.api import client
@@ -38,6 +39,7 @@ from nova_gpu_p2p.tests.functional import test_guest_lifecycle as lifecycle
 
 SWITCH_PAIR = ('0000:03:00.0', '0000:04:00.0')
 LOST = 'keeps running without what its flavor requires'
+WAIT_S = 60
 
 
 def with_acs_redirect(host: sysfs_builder.Host) -> sysfs_builder.Host:
@@ -59,6 +61,27 @@ def with_acs_redirect(host: sysfs_builder.Host) -> sysfs_builder.Host:
         for rc in host.root_complexes))
 
 
+def finished_events(api, server: dict) -> list[dict]:
+    """Every event of every action on the server, once all finished.
+
+    The API shows the new state before the compute's thread is done with
+    the operation; a test going on (or ending) then races that thread in
+    this one process (Nova's fixtures then fail with "Can't upgrade a
+    READER transaction to a WRITER").
+    """
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        events = [
+            event
+            for action in api.get_instance_actions(server['id'])
+            for event in api.get_instance_action_details(
+                server['id'], action['request_id'])['events']]
+        if (all(event['finish_time'] for event in events)
+                or time.monotonic() > deadline):
+            return events
+        time.sleep(0.1)
+
+
 class HostChangedTest(lifecycle._WeighedHostsBase):
     """A 2-GPU ``required`` server on host1; then ACS appears."""
 
@@ -71,6 +94,7 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
         self.flavor = self.gpu_flavor(2, vcpus=2, extra_specs={
             layout.CLIQUE_KEY: 'required', layout.AFFINITY_KEY: 'required'})
         self.server = self.boot(self.flavor)
+        finished_events(self.api, self.server)
         self.assertEqual('host1', self.server['OS-EXT-SRV-ATTR:host'])
         self.assertEqual({a: 0 for a in SWITCH_PAIR},
                          layout.gpu_cliques(self.domain_xml(self.server)))
@@ -87,6 +111,8 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
                         state: str = 'ACTIVE',
                         gpus: tuple[str, str] = SWITCH_PAIR) -> None:
         """Back in ``state``, without cliques, and the loss visible."""
+        events = [event for event in finished_events(self.api, server)
+                  if event['event'] == driver.LOST_EVENT]
         self.assertEqual(state, server['status'])
         self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
         xml = self.domain_xml(server)
@@ -103,12 +129,6 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
         self.assertIn(' WARNING [nova_gpu_p2p.driver] ', warnings[0])
         self.assertIn(', '.join(gpus), warnings[0])
         # The tenant's view: a failed event with the reason.
-        events = [
-            event
-            for action in self.api.get_instance_actions(server['id'])
-            for event in self.api.get_instance_action_details(
-                server['id'], action['request_id'])['events']
-            if event['event'] == driver.LOST_EVENT]
         self.assertEqual(1, len(events), events)
         self.assertEqual('Error', events[0]['result'])
         self.assertIn('GPU P2P layout degraded: hw:gpu_p2p_clique=required',
@@ -209,6 +229,7 @@ class LiveMigrationTest(layout.LayoutAssertions, base.GPUHostsTestBase):
         flavor = self.gpu_flavor(2, extra_specs={
             layout.CLIQUE_KEY: 'auto', layout.AFFINITY_KEY: 'preferred'})
         server = self.boot(flavor)
+        finished_events(self.api, server)
         source = server['OS-EXT-SRV-ATTR:host']
         target = 'host2' if source == 'host1' else 'host1'
         exc = self.assertRaises(
@@ -226,13 +247,8 @@ class LiveMigrationTest(layout.LayoutAssertions, base.GPUHostsTestBase):
             self.stdlog.logger.output,
             r'WARNING \[nova_gpu_p2p\.driver\] .*GPU P2P: live migration '
             r'of a server with PCI devices')
-        events = [
-            event
-            for action in self.api.get_instance_actions(server['id'])
-            if action['action'] == 'live-migration'
-            for event in self.api.get_instance_action_details(
-                server['id'], action['request_id'])['events']
-            if event['event'] == driver.LIVE_MIGRATION_EVENT]
+        events = [event for event in finished_events(self.api, server)
+                  if event['event'] == driver.LIVE_MIGRATION_EVENT]
         self.assertEqual(1, len(events), events)
         self.assertIn('GPU P2P: live migration of a server with PCI '
                       'devices', events[0]['details'])
