@@ -16,15 +16,21 @@
 
 Works while the GPUs are bound to vfio-pci, when neither the NVIDIA driver
 nor NVML can see them. Everything is read under ``[gpu_p2p] sysfs_root``.
+Bridges' config space needs privileges only in the host's own ``/sys``:
+there it is read by address, all bridges in one call to nova-compute's
+privsep daemon (:func:`read_host_configs`); any other tree is read
+directly, unprivileged.
 """
 
 from collections.abc import Callable
 import dataclasses
+import errno
 import os
 import re
 
 from oslo_log import log as logging
 
+from nova_gpu_p2p import native_thread
 from nova_gpu_p2p import privsep
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
@@ -46,6 +52,9 @@ UNREADABLE_CONFIG = (
     'start (it needs CAP_SYS_ADMIN), or run the CLI with sudo')
 
 ConfigReader = Callable[[str, int], bytes]
+#: Config space by address: bytes, None for a device that vanished, or
+#: why it could not be read.
+Configs = dict[str, bytes | str | None]
 
 
 def _read(path: str) -> str:
@@ -92,10 +101,36 @@ def read_config_direct(path: str, size: int) -> bytes:
 
 
 def read_pci_config(path: str, size: int) -> bytes:
-    """As root (the CLI under sudo), read directly; else through privsep."""
-    if os.geteuid() == 0:
-        return read_config_direct(path, size)
-    return privsep.read_pci_config(path, size)
+    """Config space in a tree other than the host's /sys: read directly.
+
+    Unprivileged: a copy of a host's tree (tests, offline analysis,
+    ``--sysfs-root``) holds whatever was written there.
+    """
+    return read_config_direct(path, size)
+
+
+def read_host_configs(addresses: list[str],
+                      via_daemon: bool | None = None) -> Configs:
+    """Config space of the host's own PCI functions, by address.
+
+    Through nova-compute's sys_admin privsep daemon, at most
+    :data:`privsep.MAX_BATCH` addresses a round trip; as root (the CLI
+    under sudo), the same checked read in this process. ``via_daemon``
+    overrides that choice (the benchmark).
+    """
+    if via_daemon is None:
+        via_daemon = os.geteuid() != 0
+    result: Configs = {}
+    for start in range(0, len(addresses), privsep.MAX_BATCH):
+        batch = addresses[start:start + privsep.MAX_BATCH]
+        if via_daemon:
+            # The privsep client works only on the eventlet hub's thread.
+            result.update(native_thread.on_hub(
+                privsep.read_pci_configs, batch, pci_config.EXTENDED_SIZE))
+        else:
+            result.update(privsep.read_configs(
+                privsep.SYS, batch, pci_config.EXTENDED_SIZE))
+    return result
 
 
 class SysfsBackend(backends.TopologyBackend):
@@ -104,7 +139,7 @@ class SysfsBackend(backends.TopologyBackend):
     def __init__(self, conf, read_config: ConfigReader | None = None):
         super().__init__(conf)
         self.root = conf.gpu_p2p.sysfs_root
-        self.read_config = read_config or read_pci_config
+        self.read_config = read_config
 
     def discover(self) -> model.HostTopology:
         devices = os.path.join(self.root, 'bus', 'pci', 'devices')
@@ -113,14 +148,27 @@ class SysfsBackend(backends.TopologyBackend):
         except OSError as exc:
             raise backends.TopologyError(
                 'cannot list PCI devices in %s: %s' % (devices, exc))
-        findings: list[str] = []
         functions: dict[str, model.PCIFunction] = {}
         self._config_ok = True
+        skipped: dict[str, OSError | ValueError] = {}
+        located: dict[str, tuple[str, int]] = {}
         for address in entries:
             try:
-                functions[address] = self._function(devices, address)
+                located[address] = self._locate(devices, address)
             except (OSError, ValueError) as exc:
-                findings.append('%s skipped: %s' % (address, exc))
+                skipped[address] = exc
+        # Only bridges carry what config space tells us: port type, ACS.
+        configs = self._read_configs({
+            address: path for address, (path, class_code) in located.items()
+            if class_code >> 8 == model.BRIDGE_CLASS})
+        for address, (path, class_code) in located.items():
+            try:
+                functions[address] = self._function(address, path,
+                                                    class_code, configs)
+            except (OSError, ValueError) as exc:
+                skipped[address] = exc
+        findings = ['%s skipped: %s' % (address, skipped[address])
+                    for address in sorted(skipped)]
         for address in sorted(functions):
             if self._orphaned(functions, address):
                 findings.append('%s skipped: a bridge above it vanished '
@@ -144,11 +192,44 @@ class SysfsBackend(backends.TopologyBackend):
             parent = functions[parent].parent
         return False
 
-    def _function(self, devices: str, address: str) -> model.PCIFunction:
+    @staticmethod
+    def _locate(devices: str, address: str) -> tuple[str, int]:
+        """A function's directory and class code (is it a bridge?)."""
         # One readlink, not realpath's lstat of every path component: this
         # runs for every function of the host on each periodic update.
         link = os.path.join(devices, address)
         path = os.path.normpath(os.path.join(devices, os.readlink(link)))
+        return path, _hex(os.path.join(path, 'class'))
+
+    def _read_configs(self, bridges: dict[str, str]) -> Configs:
+        """Config space of the bridges (address: directory) at once.
+
+        The host's own /sys: one privileged call for all of them. Another
+        tree, or a reader the caller gave: one read per bridge, until the
+        first that fails (the others would fail alike).
+        """
+        if (self.read_config is None
+                and os.path.realpath(self.root) == privsep.SYS):
+            try:
+                return read_host_configs(sorted(bridges))
+            except Exception as exc:  # privsep failures come in many kinds
+                LOG.debug('privileged read of config space failed: %s', exc)
+                return {}
+        read = self.read_config or read_pci_config
+        configs: Configs = {}
+        for address in sorted(bridges):
+            config = os.path.join(bridges[address], 'config')
+            try:
+                configs[address] = read(config, pci_config.EXTENDED_SIZE)
+            except FileNotFoundError:
+                configs[address] = None
+            except Exception as exc:  # privsep failures come in many kinds
+                configs[address] = str(exc)
+                break
+        return configs
+
+    def _function(self, address: str, path: str, class_code: int,
+                  configs: Configs) -> model.PCIFunction:
         parts = path.split(os.sep)
         try:
             root_complex = next(p for p in parts if _ROOT_COMPLEX.match(p))
@@ -158,9 +239,7 @@ class SysfsBackend(backends.TopologyBackend):
         parent = parts[-2] if _ADDRESS.match(parts[-2]) else None
         numa_node = int(_read(os.path.join(path, 'numa_node')))
         iommu_group = _link_name(os.path.join(path, 'iommu_group'))
-        class_code = _hex(os.path.join(path, 'class'))
-        # Only bridges carry what config space tells us: port type, ACS.
-        facts = (self._config_facts(path, address)
+        facts = (self._config_facts(path, address, configs)
                  if class_code >> 8 == model.BRIDGE_CLASS
                  else pci_config.ConfigFacts(port_type=None, acs=None))
         return model.PCIFunction(
@@ -178,19 +257,20 @@ class SysfsBackend(backends.TopologyBackend):
             acs=facts.acs,
             acs_known=facts.acs_known)
 
-    def _config_facts(self, path: str,
-                      address: str) -> pci_config.ConfigFacts:
+    def _config_facts(self, path: str, address: str,
+                      configs: Configs) -> pci_config.ConfigFacts:
         config = os.path.join(path, 'config')
-        if self._config_ok:
-            try:
-                data = self.read_config(config, pci_config.EXTENDED_SIZE)
-                if len(data) > 64:
-                    return pci_config.parse(data)
-            except FileNotFoundError:
-                raise  # the device vanished: skip it, not config reads
-            except Exception as exc:  # privsep failures come in many kinds
-                LOG.debug('privileged read of %s failed: %s', config, exc)
-            self._config_ok = False
+        # Absent: not asked for, after an earlier read failed.
+        data = configs.get(address, '')
+        if data is None:
+            # The device vanished: skip it, not config reads.
+            raise FileNotFoundError(errno.ENOENT, 'no such device any more',
+                                    config)
+        if isinstance(data, bytes) and len(data) > 64:
+            return pci_config.parse(data)
+        if isinstance(data, str) and data:
+            LOG.debug('privileged read of %s failed: %s', config, data)
+        self._config_ok = False
         return pci_config.UNREAD
 
     def _numa_nodes(self, findings: list[str]) -> tuple[model.NumaNode, ...]:
