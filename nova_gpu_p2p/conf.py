@@ -182,6 +182,14 @@ OPTS = [
              'bits; "off" leaves QEMU\'s default; an integer is a size in '
              'GiB.'),
     cfg.BoolOpt(
+        'guest_topology',
+        default=True,
+        help='Give a guest whose devices are placed on expander buses a '
+             'description of their host PCIe topology (switch levels, link '
+             'speeds and widths, link classes; no host addresses) as the '
+             'QEMU fw_cfg file opt/org.openstack.nova-gpu-p2p/topology, '
+             'for the guest agent nova-gpu-p2p-guest to hand to NCCL.'),
+    cfg.BoolOpt(
         'report_traits',
         default=True,
         help='Report the CUSTOM_GPU_P2P* and CUSTOM_GPU_NUMA_AFFINITY '

@@ -225,7 +225,8 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             request, nova_guest.instance_devices(guest, host.topology),
             host, nova_guest.read_facts(guest, instance,
                                         self._libvirt_version(),
-                                        self._host_phys_bits()),
+                                        self._host_phys_bits(),
+                                        self._qemu_version()),
             plan_mod.Options.from_conf(CONF))
         if plan.refusal is not None:
             message = 'GPU P2P: %s' % plan.refusal.message

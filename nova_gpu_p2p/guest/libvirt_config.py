@@ -238,13 +238,40 @@ def clique_override(alias: str, clique_id: int) -> QemuDeviceOverride:
     return device
 
 
-class Guest(_Adopting, vconfig.LibvirtConfigGuest):
-    """Nova's domain, plus ``<qemu:override>`` as its last child."""
+class SysinfoFwCfg(vconfig.LibvirtConfigObject):
+    """``<sysinfo type='fwcfg'>``: named QEMU fw_cfg files for the guest.
 
+    libvirt 6.5 and later; Nova's own ``<sysinfo type='smbios'>`` stays.
+    """
+
+    def __init__(self, entries: dict[str, str]) -> None:
+        super().__init__(root_name='sysinfo')
+        self.entries = entries
+
+    def format_dom(self):
+        sysinfo = super().format_dom()
+        sysinfo.set('type', 'fwcfg')
+        for name, value in sorted(self.entries.items()):
+            etree.SubElement(sysinfo, 'entry', name=name).text = value
+        return sysinfo
+
+
+class Guest(_Adopting, vconfig.LibvirtConfigGuest):
+    """Nova's domain, plus fw_cfg entries and ``<qemu:override>``."""
+
+    fw_cfg: SysinfoFwCfg | None = None
     qemu_override: QemuOverride | None = None
 
     def format_dom(self):
         root = super().format_dom()
+        if self.fw_cfg is not None:
+            # Beside Nova's <sysinfo type='smbios'>, where there is one.
+            sysinfo = root.findall('sysinfo')
+            fw_cfg = self.fw_cfg.format_dom()
+            if sysinfo:
+                sysinfo[-1].addnext(fw_cfg)
+            else:
+                root.append(fw_cfg)
         if self.qemu_override is not None and self.qemu_override.devices:
             root.append(self.qemu_override.format_dom())
         return root

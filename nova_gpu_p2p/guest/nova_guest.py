@@ -29,6 +29,7 @@ from nova_gpu_p2p.guest import devices as devices_mod
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p.guest import metadata
 from nova_gpu_p2p.guest import plan as plan_mod
+from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.topology import model
 
@@ -97,7 +98,10 @@ def is_new_build(instance) -> bool:
 
 def read_facts(guest: vconfig.LibvirtConfigGuest, instance,
                libvirt_version: tuple[int, int, int],
-               host_phys_bits: int | None) -> plan_mod.GuestFacts:
+               host_phys_bits: int | None,
+               qemu_version: tuple[int, int, int] = (
+                   plan_mod.GuestFacts.qemu_version)
+               ) -> plan_mod.GuestFacts:
     """What Nova decided for this guest, as the decision's plain facts."""
     numa = instance.numa_topology
     phys_bits, from_host = _phys_bits(guest, host_phys_bits)
@@ -110,7 +114,7 @@ def read_facts(guest: vconfig.LibvirtConfigGuest, instance,
         hypervisor_hidden=any(
             isinstance(f, vconfig.LibvirtConfigGuestFeatureKvmHidden)
             for f in guest.features),
-        libvirt_version=libvirt_version,
+        libvirt_version=libvirt_version, qemu_version=qemu_version,
         used_pci_indexes=frozenset(
             d.index for d in guest.devices
             if isinstance(d, vconfig.LibvirtConfigGuestController)
@@ -215,5 +219,8 @@ def apply(guest: vconfig.LibvirtConfigGuest,
             libvirt_config.NUMACell.adopt(cell, distances=dict(
                 enumerate(plan.distances[position])))
             for position, cell in enumerate(guest.cpu.numa.cells)]
+    if plan.guest_topology is not None:
+        result.fw_cfg = libvirt_config.SysinfoFwCfg(
+            {topology_description.ENTRY_NAME: plan.guest_topology})
     result.metadata = list(guest.metadata) + [metadata.DecisionRecord(plan)]
     return result

@@ -41,11 +41,16 @@ from nova_gpu_p2p.guest import devices as devices_mod
 from nova_gpu_p2p.guest import expander_buses
 from nova_gpu_p2p.guest import numa_distances
 from nova_gpu_p2p.guest import pcihole64
+from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import link_class
 
 #: libvirt release that added ``<qemu:override>``.
 MIN_LIBVIRT_OVERRIDE = (8, 2, 0)
+#: libvirt's ``<sysinfo type='fwcfg'>`` and QEMU's user fw_cfg files, for
+#: the guest topology description (both below Nova's own minimums).
+MIN_LIBVIRT_FWCFG = (6, 5, 0)
+MIN_QEMU_FWCFG = (2, 4, 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +63,7 @@ class Options:
     align: frozenset[str] = frozenset(('gpu', 'nic'))
     numa_distances: bool = True
     pcihole64: str | int = 'auto'
+    guest_topology: bool = True
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> 'Options':
@@ -67,7 +73,8 @@ class Options:
                        group.expander_bus_grouping),
                    align=frozenset(group.align_device_types),
                    numa_distances=group.guest_numa_distances,
-                   pcihole64=group.pcihole64)
+                   pcihole64=group.pcihole64,
+                   guest_topology=group.guest_topology)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +87,7 @@ class GuestFacts:
     acpi: bool = True
     hypervisor_hidden: bool = False
     libvirt_version: tuple[int, int, int] = (10, 0, 0)
+    qemu_version: tuple[int, int, int] = (8, 2, 0)
     #: PCI controller indexes Nova's config already uses.
     used_pci_indexes: frozenset[int] = frozenset()
     #: Guest RAM, bytes.
@@ -117,6 +125,9 @@ class GuestPlan:
     hole64: pcihole64.Hole64 | None = None
     #: Guest cell distance matrix; None: leave Nova's cells as they are.
     distances: tuple[tuple[int, ...], ...] | None = None
+    #: The fw_cfg entry text describing the placed devices' host topology
+    #: (see :mod:`topology_description`); None: no entry.
+    guest_topology: str | None = None
     #: Warnings and fallbacks, each saying what to change.
     notes: tuple[str, ...] = ()
     #: What ``required`` asked for that this existing server goes
@@ -201,7 +212,8 @@ class _Decision:
         ids = self.cliques(clique_required)
         buses, hole = self.buses(numa_required)
         return self.plan(cliques=ids, buses=buses, hole64=hole,
-                         distances=self.distances())
+                         distances=self.distances(),
+                         guest_topology=self.guest_topology(ids, buses))
 
     def plan(self, **changes) -> GuestPlan:
         return GuestPlan(request=self.request, devices=self.devices,
@@ -300,6 +312,31 @@ class _Decision:
             self.notes.append('%s: devices stay where Nova puts them' % key)
             return none
         return layout, hole
+
+    def guest_topology(self, cliques: dict[str, int],
+                       buses: expander_buses.BusLayout) -> str | None:
+        """The placed devices' host topology, for an agent in the guest."""
+        if not self.options.guest_topology or not buses.buses:
+            return None
+        facts = self.facts
+        if (facts.libvirt_version < MIN_LIBVIRT_FWCFG
+                or facts.qemu_version < MIN_QEMU_FWCFG):
+            self.notes.append(
+                'the guest gets no topology description: fw_cfg entries '
+                'need libvirt %s and QEMU %s or later, this host has '
+                'libvirt %s and QEMU %s' % tuple(
+                    '.'.join(map(str, v)) for v in (
+                        MIN_LIBVIRT_FWCFG, MIN_QEMU_FWCFG,
+                        facts.libvirt_version, facts.qemu_version)))
+            return None
+        try:
+            return topology_description.encode(topology_description.describe(
+                buses, self.devices, cliques, self.host.topology,
+                link_class.AcsPolicy(self.options.acs_policy)))
+        except topology_description.TooLarge as exc:
+            self.notes.append('the guest gets no topology description: %s'
+                              % exc)
+            return None
 
     def distances(self) -> tuple[tuple[int, ...], ...] | None:
         cells = self.facts.host_node_of_cell

@@ -101,6 +101,11 @@ class PCIFunction:
     #: link-class rule counts such a switch downstream port as Request
     #: Redirect on (fail closed), as Linux sets it with the IOMMU on.
     acs_known: bool = True
+    #: The PCIe link above it, as sysfs' ``max_link_speed`` writes it
+    #: (``32.0 GT/s PCIe``) and ``max_link_width`` (lanes); None where
+    #: unknown. NCCL inside the guest weighs paths by them.
+    link_speed: str | None = None
+    link_width: int | None = None
 
     def __post_init__(self) -> None:
         if self.acs is not None and not self.acs_known:

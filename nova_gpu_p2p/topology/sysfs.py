@@ -88,6 +88,21 @@ def parse_bars64(text: str) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def _link(path: str) -> dict[str, str | int | None]:
+    """The PCIe link above a function; None where sysfs has no answer.
+
+    Functions without a PCIe capability have no such files; the kernel
+    writes ``Unknown`` speed and width 0 where the link is down or odd.
+    """
+    try:
+        speed = _read(os.path.join(path, 'max_link_speed'))
+        width = int(_read(os.path.join(path, 'max_link_width')))
+    except (OSError, ValueError):
+        return {'link_speed': None, 'link_width': None}
+    return {'link_speed': speed if 'GT/s' in speed else None,
+            'link_width': width or None}
+
+
 def _link_name(path: str) -> str | None:
     try:
         return os.path.basename(os.readlink(path))
@@ -255,7 +270,8 @@ class SysfsBackend(backends.TopologyBackend):
             bars64=parse_bars64(_read(os.path.join(path, 'resource'))),
             port_type=facts.port_type or model.PortType.ENDPOINT,
             acs=facts.acs,
-            acs_known=facts.acs_known)
+            acs_known=facts.acs_known,
+            **_link(path))
 
     def _config_facts(self, path: str, address: str,
                       configs: Configs) -> pci_config.ConfigFacts:

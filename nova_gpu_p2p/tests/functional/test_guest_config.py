@@ -20,12 +20,14 @@ against Nova's own decisions in the same document (``<numatune>``,
 layout is tested where the guest sees it, not in our plan objects.
 """
 
+import json
 import re
 
 from lxml import etree
 from nova.virt import hardware
 
 from nova_gpu_p2p.guest import libvirt_config
+from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p.tests.functional import base
 
 NS = {'qemu': libvirt_config.QEMU_NS, 'gpu_p2p': libvirt_config.GPU_P2P_NS}
@@ -100,6 +102,16 @@ def guest_cell_of_host_node(xml: etree._Element) -> dict[int, int]:
     """Nova's own mapping, from ``<numatune><memnode>``."""
     return {int(memnode.get('nodeset')): int(memnode.get('cellid'))
             for memnode in xml.findall('./numatune/memnode')}
+
+
+def guest_place(xml: etree._Element, address: str) -> tuple[int, int]:
+    """(busNr of its expander, slot of its root port) of a host device."""
+    controllers = pci_controllers(xml)
+    port = controllers[_int(
+        hostdevs(xml)[address].find('./address').get('bus'))]
+    pxb = controllers[_int(port.find('./address').get('bus'))]
+    return (int(pxb.find('./target').get('busNr')),
+            _int(port.find('./address').get('slot')))
 
 
 def decision(xml: etree._Element) -> etree._Element | None:
@@ -342,6 +354,23 @@ class GuestConfigTest(LayoutAssertions, base.GPUHostsTestBase):
             {d.get('address'): d.get('clique')
              for d in record.findall('./gpu_p2p:device', NS)
              if d.get('kind') == 'gpu'})
+
+        # The guest's topology description finds each device where the
+        # XML put it, with the host's switch pairs (and no address).
+        (entry,) = xml.findall(
+            './sysinfo[@type="fwcfg"]/entry[@name="%s"]'
+            % topology_description.ENTRY_NAME)
+        described = topology_description.decode(entry.text)
+        self.assertEqual(
+            {guest_place(xml, a): 'gpu' for a in NODE0_GPUS + NODE1_GPUS}
+            | {guest_place(xml, nic[0]): 'nic'},
+            {(d['bus_nr'], d['slot']): d['role']
+             for d in described['devices']})
+        self.assertEqual(
+            {'PIX': 4, 'PHB': 12, 'SYS': 20},
+            {cls: sum(1 for *_, c in described['pairs'] if c == cls)
+             for cls in ('PIX', 'PHB', 'SYS')})
+        self.assertNotIn('0000:', json.dumps(described))
 
     def test_fixed_clique_preferred_affinity(self):
         """The operator's clique ID wins over the topology, with a warning."""

@@ -59,7 +59,8 @@ class TestDefaults(ConfTestCase):
             {'topology_backend', 'sysfs_root', 'static_topology_file',
              'p2p_level', 'acs_policy', 'clique_map',
              'expander_bus_grouping', 'align_device_types',
-             'guest_numa_distances', 'pcihole64', 'report_traits'},
+             'guest_numa_distances', 'pcihole64', 'guest_topology',
+             'report_traits'},
             {opt.dest for opt in opts})
         for opt in opts:
             self.assertTrue(opt.help, opt.dest)

@@ -96,6 +96,7 @@ OPTION_VALUES = {
     'align_device_types': 'gpu',
     'guest_numa_distances': 'False',
     'pcihole64': '512',
+    'guest_topology': 'False',
     'report_traits': 'False',
 }
 PCI = {'GPU_P2P_ALIAS': 'h100', 'GPU_P2P_PRODUCT_ID': '2330'}
