@@ -41,6 +41,7 @@ from nova_gpu_p2p.guest import topology_description as td
 from nova_gpu_p2p import guest_agent as agent
 from nova_gpu_p2p.tests.fixtures import guest_sysfs
 from nova_gpu_p2p.tests.fixtures import hosts
+from nova_gpu_p2p.tests import nccl_paths
 from nova_gpu_p2p.tests.unit import test_corpus
 from nova_gpu_p2p.tests.unit import test_guest_plan as tgp
 from nova_gpu_p2p.topology import discovery
@@ -84,39 +85,18 @@ def hand_made_description():
                             numa='required')
 
 
-def nccl_classes(xml_text):
-    """``{(busid, busid): class}`` for every pair of devices in the file.
+def nccl_classes(description, addresses, sysfs_root, xml_text):
+    """``{(busid, busid): class}`` NCCL gives GPU-GPU and GPU-NIC pairs.
 
-    As NCCL's ncclTopoSetPaths: through one switch PIX, through a
-    switch-to-switch link PXB, through a CPU PHB, across CPUs SYS.
+    NCCL's own rules (:mod:`nova_gpu_p2p.tests.nccl_paths`), on the
+    guest's sysfs with the agent's file loaded first.
     """
-    root = ElementTree.fromstring(xml_text)
-    chains = {}
-
-    def walk(element, above, cpu):
-        for child in element:
-            if child.tag == 'pci':
-                if len(child):
-                    walk(child, [child.get('busid')] + above, cpu)
-                else:
-                    chains[child.get('busid')] = (cpu, above)
-    for cpu in root.findall('cpu'):
-        walk(cpu, [], cpu.get('numaid'))
-    classes = {}
-    for a in chains:
-        for b in chains:
-            (cpu_a, up_a), (cpu_b, up_b) = chains[a], chains[b]
-            if a >= b:
-                continue
-            common = [s for s in up_a if s in up_b]
-            if cpu_a != cpu_b:
-                classes[a, b] = 'SYS'
-            elif not common:
-                classes[a, b] = 'PHB'
-            else:
-                crossed = up_a.index(common[0]) + up_b.index(common[0]) + 1
-                classes[a, b] = 'PIX' if crossed == 1 else 'PXB'
-    return classes
+    roles = [d['role'] for d in description['devices']]
+    found = nccl_paths.pair_types(
+        [a for a, r in zip(addresses, roles) if r == 'gpu'],
+        [a for a, r in zip(addresses, roles) if r == 'nic'],
+        sysfs_root=sysfs_root, topo_xml=xml_text)
+    return {tuple(sorted(pair)): cls for pair, cls in found.items()}
 
 
 class AgentBase(testtools.TestCase):
@@ -200,7 +180,7 @@ class TestHandMadeHost(AgentBase):
 
     def test_classes_are_the_hosts(self):
         description = hand_made_description()
-        self.build(description)
+        addresses = self.build(description)
         self.assertEqual(0, self.run_agent()[0])
         self.assertEqual(
             {('0000:fe:00.0', '0000:ff:00.0'): 'PIX',
@@ -209,7 +189,8 @@ class TestHandMadeHost(AgentBase):
              ('0000:fc:00.0', '0000:fe:00.0'): 'SYS',
              ('0000:fc:00.0', '0000:ff:00.0'): 'SYS',
              ('0000:fb:00.0', '0000:fc:00.0'): 'PHB'},
-            nccl_classes(self.written()))
+            nccl_classes(description, addresses, self.sysfs,
+                         self.written()))
 
     def test_output_to_stdout(self):
         self.build(hand_made_description())
@@ -263,15 +244,19 @@ class TestCorpusHosts(AgentBase):
         self.assertEqual(0, status, err)
         self.assertEqual('', err)
         text = self.written()
-        classes = nccl_classes(text)
+        classes = nccl_classes(description, addresses, self.sysfs, text)
+        roles = [d['role'] for d in description['devices']]
         found = {}
         for i, j, host_class in description['pairs']:
-            if host_class == 'NV':
+            if host_class == 'NV' or 'gpu' not in (roles[i], roles[j]) or (
+                    {roles[i], roles[j]} - {'gpu', 'nic'}):
                 continue
             pair = tuple(sorted((addresses[i], addresses[j])))
             found[pair] = (agent.NCCL_OF_HOST[host_class], classes[pair])
         self.assertEqual({p: want for p, (want, _) in found.items()},
                          {p: got for p, (_, got) in found.items()})
+        self.assertTrue(found)
+        self.assertLessEqual(set(found), set(classes))
         # Each device once, with its guest address and the host's link.
         tree = ElementTree.fromstring(text)
         leaves = {e.get('busid'): e for e in tree.iter('pci') if not len(e)}
