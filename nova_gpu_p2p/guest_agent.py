@@ -706,9 +706,14 @@ def run(args: argparse.Namespace) -> int:
     gpus = sum(1 for d in description['devices'] if d['role'] == 'gpu')
     nics = sum(1 for d in description['devices'] if d['role'] == 'nic')
     if args.output != '-':
-        print('wrote the NCCL topology of %d GPUs and %d NICs to %s'
-              % (gpus, nics, args.output), file=status)
+        print('wrote the NCCL topology of %s and %s to %s'
+              % (_count(gpus, 'GPU'), _count(nics, 'NIC'), args.output),
+              file=status)
     return 0
+
+
+def _count(number: int, noun: str) -> str:
+    return '%d %s%s' % (number, noun, '' if number == 1 else 's')
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

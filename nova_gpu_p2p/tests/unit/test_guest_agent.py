@@ -23,10 +23,12 @@ read the way NCCL's ncclTopoSetPaths computes it.
 
 import ast
 import base64
+import configparser
 import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from unittest import mock
@@ -34,6 +36,7 @@ from xml.etree import ElementTree
 
 import fixtures
 import testtools
+import yaml
 
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import plan
@@ -150,7 +153,7 @@ class TestHandMadeHost(AgentBase):
         status, out, err = self.run_agent()
         self.assertEqual(0, status, err)
         self.assertEqual('', err)
-        self.assertEqual('wrote the NCCL topology of 3 GPUs and 1 NICs to '
+        self.assertEqual('wrote the NCCL topology of 3 GPUs and 1 NIC to '
                          '%s\n' % self.output, out)
         # Node 0's expander bus 253 (fd): buses fe and ff below it; node
         # 1's 250 (fa): fb and fc.
@@ -622,3 +625,59 @@ class TestStandalone(testtools.TestCase):
         bad = self.python38('--fw-cfg', '/nonexistent')
         self.assertEqual((2, 'nova-gpu-p2p-guest: cannot read /nonexistent: '
                           'no such file\n'), (bad.returncode, bad.stderr))
+
+
+class TestShippedFiles(testtools.TestCase):
+    """The systemd unit, the cloud-init snippet and the docs agree."""
+
+    def setUp(self):
+        super().setUp()
+        self.etc = os.path.join(SOURCE_ROOT, 'etc', 'nova-gpu-p2p-guest')
+        if not os.path.isdir(self.etc):
+            self.skipTest('no etc/ next to the package (installed without '
+                          'its source tree)')
+
+    def read(self, *path):
+        with open(os.path.join(SOURCE_ROOT, *path), encoding='utf-8') as f:
+            return f.read()
+
+    def test_unit(self):
+        unit = configparser.ConfigParser(strict=False, interpolation=None)
+        unit.optionxform = str
+        unit.read_string(self.read(
+            'etc', 'nova-gpu-p2p-guest', 'nova-gpu-p2p-guest.service'))
+        self.assertEqual('oneshot', unit['Service']['Type'])
+        self.assertEqual('/usr/bin/python3 -m nova_gpu_p2p.guest_agent',
+                         unit['Service']['ExecStart'])
+        self.assertIn('systemd-modules-load.service', unit['Unit']['After'])
+        self.assertIn('multi-user.target', unit['Unit']['Before'])
+        self.assertEqual('multi-user.target', unit['Install']['WantedBy'])
+
+    def test_cloud_init_installs_the_same_unit(self):
+        config = yaml.safe_load(self.read(
+            'etc', 'nova-gpu-p2p-guest', 'cloud-init.yaml'))
+        self.assertEqual(
+            [self.read('etc', 'nova-gpu-p2p-guest',
+                       'nova-gpu-p2p-guest.service')],
+            [f['content'] for f in config['write_files']
+             if f['path'] == '/etc/systemd/system/'
+                             'nova-gpu-p2p-guest.service'])
+        install = config['runcmd'][0]
+        self.assertEqual(['python3', '-m', 'pip', 'install', '--no-deps'],
+                         install[:5])
+        self.assertEqual(['systemctl', 'enable', '--now',
+                          'nova-gpu-p2p-guest.service'], config['runcmd'][-1])
+
+    def test_documented_options_exist(self):
+        options = set(agent.build_parser()._option_string_actions)
+        found = []
+        for name in ('cli.rst', 'tenant-guide.rst', 'install.rst'):
+            for number, line in enumerate(self.read(
+                    'doc', 'source', name).splitlines(), 1):
+                if 'nova-gpu-p2p-guest ' not in line:
+                    continue
+                rest = line.split('nova-gpu-p2p-guest ', 1)[1]
+                found.extend('%s:%d: %s' % (name, number, flag)
+                             for flag in re.findall(r'--[a-z][a-z-]*', rest)
+                             if flag not in options)
+        self.assertEqual([], found)
