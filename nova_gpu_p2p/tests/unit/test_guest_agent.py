@@ -362,31 +362,30 @@ class TestRefusals(AgentBase):
                 description).encode()).decode())
             self.assertFailsWith(message)
 
-    def test_vendor_mismatch(self):
+    def device_directory(self, index):
+        """The guest sysfs directory of described device ``index``."""
         addresses = self.build(self.description)
-        port = os.path.join(self.sysfs, 'devices', 'pci0000:fa',
-                            '0000:fa:00.0')
-        with open(os.path.join(port, addresses[2], 'vendor'), 'w') as f:
-            f.write('0x1002\n')
-        self.assertFailsWith('device 2 (gpu on expander bus 250 slot 0): '
-                             '0000:fb:00.0 has vendor 0x1002, the '
-                             'description says 0x10de')
+        device = self.description['devices'][index]
+        bus = device['bus_nr']
+        return os.path.join(self.sysfs, 'devices', 'pci0000:%02x' % bus,
+                            '0000:%02x:%02x.0' % (bus, device['slot']),
+                            addresses[index])
 
-    def test_class_mismatch(self):
-        addresses = self.build(self.description)
-        port = os.path.join(self.sysfs, 'devices', 'pci0000:fa',
-                            '0000:fa:01.0')
-        with open(os.path.join(port, addresses[3], 'class'), 'w') as f:
-            f.write('0x010802\n')
-        self.assertFailsWith('device 3 (nic on expander bus 250 slot 1): '
-                             '0000:fc:00.0 has class 0x010802')
+    def test_vendor_and_class_mismatch(self):
+        for index, name, value, message in (
+                (2, 'vendor', '0x1002', 'device 2 (gpu on expander bus 250 '
+                 'slot 0): 0000:fb:00.0 has vendor 0x1002, the description '
+                 'says 0x10de'),
+                (3, 'class', '0x010802', 'device 3 (nic on expander bus 250 '
+                 'slot 1): 0000:fc:00.0 has class 0x010802')):
+            self.sysfs = os.path.join(self.root, name)
+            with open(os.path.join(self.device_directory(index), name),
+                      'w') as f:
+                f.write(value + '\n')
+            self.assertFailsWith(message)
 
     def test_missing_device(self):
-        addresses = self.build(self.description)
-        port = os.path.join(self.sysfs, 'devices', 'pci0000:fa',
-                            '0000:fa:00.0')
-        os.rename(os.path.join(port, addresses[2]),
-                  os.path.join(self.root, 'gone'))
+        os.rename(self.device_directory(2), os.path.join(self.root, 'gone'))
         self.assertFailsWith('device 2 (gpu on expander bus 250 slot 0) not '
                              'found: nothing below root port')
 
