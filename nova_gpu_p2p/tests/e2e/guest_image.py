@@ -15,10 +15,11 @@
 """The smallest Linux guest that can say what it sees: kernel + busybox.
 
 The guest is Debian's own kernel (``linux-image-amd64``, whose PCI, ACPI
-and NUMA code is built in, so no module is loaded) and an initramfs built
-here from ``busybox-static``: its ``/init`` prints every PCI function's
-address, IDs, ``numa_node`` and sysfs path, every NUMA node's distances
-and CPUs, between marker lines, and powers off. No disk image, no network,
+and NUMA code is built in) and an initramfs built here from
+``busybox-static`` and the kernel's ``qemu_fw_cfg`` module: its ``/init``
+prints every PCI function's address, IDs, ``numa_node`` and sysfs path,
+every NUMA node's distances and CPUs, and the driver's fw_cfg topology
+entry, between marker lines, and powers off. No disk image, no network,
 nothing downloaded: CI needs only the distribution's packages.
 
 The initramfs is written in Python (cpio ``newc``), not with ``cpio``
@@ -39,6 +40,10 @@ END = 'NOVA-GPU-P2P-E2E-END'
 PCI = 'E2E-PCI'
 NODE = 'E2E-NODE'
 ACPI = 'E2E-ACPI'
+FW_CFG = 'E2E-FWCFG'
+#: Where the guest reads the driver's topology description.
+FW_CFG_ENTRY = ('/sys/firmware/qemu_fw_cfg/by_name/'
+                'opt/org.openstack.nova-gpu-p2p/topology/raw')
 
 #: Firmware pairs (code, variables template) the ``ovmf`` package ships.
 OVMF_CANDIDATES = (
@@ -71,12 +76,15 @@ for n in /sys/devices/system/node/node*; do
   echo "%(node)s ${n##*/node} $(cat $n/cpulist) :" $(cat $n/distance)
 done
 echo %(acpi)s $(ls /sys/firmware/acpi/tables 2>/dev/null)
+insmod /lib/qemu_fw_cfg.ko
+echo "%(fw_cfg)s $(cat %(fw_cfg_entry)s 2>/dev/null)"
 echo %(end)s
 sync
 poweroff -f
 sleep 5
 echo o > /proc/sysrq-trigger
-''' % {'begin': BEGIN, 'end': END, 'pci': PCI, 'node': NODE, 'acpi': ACPI}
+''' % {'begin': BEGIN, 'end': END, 'pci': PCI, 'node': NODE, 'acpi': ACPI,
+       'fw_cfg': FW_CFG, 'fw_cfg_entry': FW_CFG_ENTRY}
 
 
 class MissingTool(Exception):
@@ -95,6 +103,16 @@ def find_kernel() -> str:
 def _version_key(path: str) -> list:
     return [int(part) if part.isdigit() else part
             for part in re.split(r'(\d+)', path)]
+
+
+def find_fw_cfg_module(kernel: str) -> str:
+    """The ``qemu_fw_cfg`` module of that kernel (Debian builds it so)."""
+    version = os.path.basename(kernel)[len('vmlinuz-'):]
+    path = os.path.join('/lib/modules', version, 'kernel', 'drivers',
+                        'firmware', 'qemu_fw_cfg.ko')
+    if not os.access(path, os.R_OK):
+        raise MissingTool('no readable %s (linux-image-amd64)' % path)
+    return path
 
 
 def find_ovmf() -> tuple[str, str]:
@@ -131,10 +149,13 @@ def _cpio_entry(name: str, mode: int, data: bytes = b'',
     return record
 
 
-def build_initramfs(directory: str, busybox: str) -> str:
+def build_initramfs(directory: str, busybox: str, fw_cfg_module: str
+                    ) -> str:
     """Write ``initramfs.cpio`` into ``directory``; return its path."""
     with open(busybox, 'rb') as binary:
         busybox_data = binary.read()
+    with open(fw_cfg_module, 'rb') as module:
+        module_data = module.read()
     entries = [
         ('dev', stat.S_IFDIR | 0o755, b'', (0, 0)),
         ('dev/console', stat.S_IFCHR | 0o600, b'', (5, 1)),
@@ -142,6 +163,8 @@ def build_initramfs(directory: str, busybox: str) -> str:
         ('sys', stat.S_IFDIR | 0o755, b'', (0, 0)),
         ('bin', stat.S_IFDIR | 0o755, b'', (0, 0)),
         ('bin/busybox', stat.S_IFREG | 0o755, busybox_data, (0, 0)),
+        ('lib', stat.S_IFDIR | 0o755, b'', (0, 0)),
+        ('lib/qemu_fw_cfg.ko', stat.S_IFREG | 0o644, module_data, (0, 0)),
         ('init', stat.S_IFREG | 0o755, INIT.encode(), (0, 0)),
     ]
     path = os.path.join(directory, 'initramfs.cpio')
@@ -187,6 +210,8 @@ class GuestReport:
     node_cpus: dict[int, str]
     #: The ACPI tables the guest found (/sys/firmware/acpi/tables).
     acpi_tables: list[str]
+    #: The fw_cfg topology entry the guest read; None: it found none.
+    fw_cfg: str | None
     lines: list[str]
 
 
@@ -202,6 +227,7 @@ def parse_report(console: str) -> GuestReport | None:
     distances = {}
     node_cpus = {}
     acpi_tables: list[str] = []
+    fw_cfg = None
     for line in lines:
         words = line.split()
         if words[:1] == [PCI] and len(words) == 7:
@@ -216,9 +242,11 @@ def parse_report(console: str) -> GuestReport | None:
             distances[node] = [int(w) for w in words[colon + 1:]]
         elif words[:1] == [ACPI]:
             acpi_tables = words[1:]
+        elif words[:1] == [FW_CFG]:
+            fw_cfg = words[1] if len(words) == 2 else None
     return GuestReport(functions=functions, distances=distances,
                        node_cpus=node_cpus, acpi_tables=acpi_tables,
-                       lines=lines)
+                       fw_cfg=fw_cfg, lines=lines)
 
 
 def which(name: str) -> str:

@@ -38,9 +38,11 @@ import os
 import subprocess
 
 import fixtures
+from lxml import etree
 import testtools
 from testtools import content
 
+from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p.tests.e2e import qemu_argv
 from nova_gpu_p2p.tests.e2e import stack
 from nova_gpu_p2p.tests.fixtures import hosts
@@ -63,6 +65,16 @@ def corpus_locality(name: str) -> tuple[dict[str, int | None],
     complex_of = {address: path.split('/')[1] for address, path in
                   sysfs_builder.addresses(host).items()}
     return ({a: node_of[rc] for a, rc in complex_of.items()}, complex_of)
+
+
+def fw_cfg_problems(xml: bytes, argv: str) -> list[str]:
+    """The guest topology entry reaches QEMU whole, as ``-fw_cfg``."""
+    entries = etree.fromstring(xml).findall(
+        './sysinfo[@type="fwcfg"]/entry[@name="%s"]'
+        % topology_description.ENTRY_NAME)
+    wanted = ['-fw_cfg name=%s,string=%s' % (
+        topology_description.ENTRY_NAME, entry.text) for entry in entries]
+    return ['QEMU gets no %r' % w[:80] for w in wanted if w not in argv]
 
 
 @hosts.add_host_tests
@@ -113,6 +125,7 @@ class DomXMLToNativeTest(testtools.TestCase):
             return ['virsh domxml-to-native exit %d: %s' % (rc, out.strip())]
         expected = qemu_argv.expectations(xml)
         problems = list(expected.problems)
+        problems.extend(fw_cfg_problems(xml, out))
         problems.extend(qemu_argv.argv_problems(
             expected, qemu_argv.parse_devices(out)))
         host_node, root_complex = corpus_locality(name)

@@ -45,12 +45,17 @@ import tempfile
 import threading
 import time
 
+import fixtures
 from lxml import etree
 import testtools
 from testtools import content
 
+from nova_gpu_p2p.guest import topology_description
+from nova_gpu_p2p import guest_agent
 from nova_gpu_p2p.tests.e2e import guest_domain
 from nova_gpu_p2p.tests.e2e import guest_image
+from nova_gpu_p2p.tests.fixtures import guest_sysfs
+from nova_gpu_p2p.tests import nccl_paths
 
 URI = 'qemu:///system'
 REQUIRE_TOOLS = 'NOVA_GPU_P2P_REQUIRE_TOOLS'
@@ -63,7 +68,7 @@ POWEROFF_GRACE_S = 15.0
 POLL_S = 0.5
 LOG_TAIL = 4000
 #: Boots of one domain before a missing report fails the test.
-BOOT_ATTEMPTS = 3
+BOOT_ATTEMPTS = 5
 
 
 def _virsh(*args: str, check: bool = True, timeout: float = 60
@@ -82,7 +87,7 @@ def stack_missing() -> str | None:
     try:
         for tool in ('virsh', 'qemu-system-x86_64'):
             guest_image.which(tool)
-        guest_image.find_kernel()
+        guest_image.find_fw_cfg_module(guest_image.find_kernel())
         guest_image.find_ovmf()
         guest_image.find_busybox()
     except guest_image.MissingTool as exc:
@@ -142,7 +147,9 @@ class _Shared:
                 # and the console log in here.
                 os.chmod(workdir, 0o755)
                 cls.initrd = guest_image.build_initramfs(
-                    workdir, guest_image.find_busybox())
+                    workdir, guest_image.find_busybox(),
+                    guest_image.find_fw_cfg_module(
+                        guest_image.find_kernel()))
                 cls.workdir = workdir
             return cls.workdir, cls.initrd
 
@@ -222,9 +229,10 @@ class GuestBootTest(testtools.TestCase):
                 break
             # QEMU 10.0 under multi-threaded TCG sometimes aborts early in
             # the guest kernel ("iotlb_to_section: Assertion `section_index
-            # < d->map.sections_nb' failed" in its log, the domain
-            # "crashed"); the same domain then boots. Try again; every
-            # console is kept.
+            # < d->map.sections_nb' failed", or "msix_table_mmio_write:
+            # Assertion `addr + size <= ...' failed" in its log, the domain
+            # "crashed"), more often on a loaded machine; the same domain
+            # then boots. Try again; every console is kept.
             _virsh('destroy', name, check=False)
         if report is None:
             self.fail('%s: the guest printed no complete report in %.0f s;'
@@ -340,6 +348,12 @@ class GuestBootTest(testtools.TestCase):
                 './numatune/memnode')],
             [m.get('nodeset') for m in boot.live_xml.iterfind(
                 './numatune/memnode')], 'virsh dumpxml <numatune>')
+        # The guest reads the topology description the driver wrote.
+        (entry,) = self.nova_xml.findall(
+            './sysinfo[@type="fwcfg"]/entry[@name="%s"]'
+            % topology_description.ENTRY_NAME)
+        self.assertEqual(entry.text, boot.report.fw_cfg,
+                         'the fw_cfg entry read in the guest')
 
     # The tests.
 
@@ -373,8 +387,63 @@ class GuestBootTest(testtools.TestCase):
                     'vCPU %d of cell %d pinned to %s, not on host node %d'
                     % (vcpu, cell, pins[vcpu], host_node))
 
+    def assert_nccl_sees_the_host(self, boot: Boot) -> None:
+        """The guest agent, on what this guest read and sees, for NCCL.
+
+        The guest's own report (its sysfs paths, NUMA nodes and the fw_cfg
+        entry it read) is laid out as a sysfs tree, with each stand-in
+        given the vendor and class of the device it stands for; the agent
+        writes NCCL's topology from it, and NCCL's rules
+        (:mod:`nova_gpu_p2p.tests.nccl_paths`) must then give every
+        GPU-GPU and GPU-NIC pair its host class.
+        """
+        description = topology_description.decode(boot.report.fw_cfg)
+        devices = description['devices']
+        index = {(d['bus_nr'], d['slot']): i for i, d in enumerate(devices)}
+        address = {}
+        for placement, function in self.stand_ins(boot).items():
+            address[function.address] = index[
+                (placement.bus_nr, placement.port_slot)]
+        functions = []
+        for f in boot.report.functions:
+            vendor, class_code = f.vendor, f.pci_class
+            if f.address in address:
+                device = devices[address[f.address]]
+                vendor = int(device['vendor'], 16)
+                class_code = int(device['class'], 16)
+            functions.append((f.path, vendor, f.device, class_code,
+                              f.numa_node))
+        root = self.useFixture(fixtures.TempDir()).path
+        guest_sysfs.replay(root, functions, {
+            node: guest_domain.cpu_set(cpus)
+            for node, cpus in boot.report.node_cpus.items()})
+        entry = os.path.join(root, 'entry')
+        with open(entry, 'w') as f:
+            f.write(boot.report.fw_cfg)
+        output = os.path.join(root, 'virtualTopology.xml')
+        self.assertEqual(0, guest_agent.main([
+            '--sysfs-root', root, '--fw-cfg', entry, '--output', output]))
+        guest = {i: a for a, i in address.items()}
+        gpus = [guest[i] for i, d in enumerate(devices)
+                if d['role'] == 'gpu']
+        nics = [guest[i] for i, d in enumerate(devices)
+                if d['role'] == 'nic']
+        expected = {
+            frozenset((guest[i], guest[j])): nccl_paths.nccl_class(cls)
+            for i, j, cls in description['pairs']
+            if 'gpu' in (devices[i]['role'], devices[j]['role'])
+            and {devices[i]['role'], devices[j]['role']} <= {'gpu', 'nic'}}
+        with open(output) as f:
+            seen = nccl_paths.pair_types(gpus, nics, sysfs_root=root,
+                                         topo_xml=f.read())
+        self._record('%s: NCCL pairs with the agent %s, host %s' % (
+            boot.name, sorted(seen.values()), sorted(expected.values())))
+        self.assertEqual(expected, seen)
+
     def test_seabios(self) -> None:
-        self.assert_promises_kept(self.boot('seabios'))
+        boot = self.boot('seabios')
+        self.assert_promises_kept(boot)
+        self.assert_nccl_sees_the_host(boot)
 
     def test_ovmf(self) -> None:
         self.assert_promises_kept(self.boot('ovmf', ovmf=True))
