@@ -19,12 +19,16 @@ process, nova-compute with our driver over Nova's libvirt test double
 (libvirt 10.0, QEMU 8.2). The built-in host is HGX-like: eight H100s on
 NVSwitches, four NICs beside them, two NUMA nodes. One server gets all
 eight GPUs, the four NICs and two NUMA cells; the demo prints the cliques,
-the expander-bus layout, the vCPU pinning and the domain XML Nova defined.
+the expander-bus layout, the vCPU pinning, the NCCL topology the guest
+agent writes inside that guest, and the domain XML Nova defined.
 Exits non-zero when the server does not go ACTIVE.
 """
 
+import contextlib
+import io
 import os
 import sys
+import tempfile
 
 # This checkout first, as stestr runs the functional tests, so the demo
 # shows this tree's driver even where an older copy is installed.
@@ -33,6 +37,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 
 from lxml import etree  # noqa: E402
 
+from nova_gpu_p2p.guest import topology_description  # noqa: E402
+from nova_gpu_p2p import guest_agent  # noqa: E402
+from nova_gpu_p2p.tests.fixtures import guest_sysfs  # noqa: E402
 from nova_gpu_p2p.tests.functional import cloud_runner  # noqa: E402
 
 
@@ -148,8 +155,30 @@ def report(found) -> None:
                 print('    devices on this cell\'s expander bus %d: %s' % (
                     bus.index, ', '.join(d for _, _, d in bus.ports if d)))
 
+    _title('Inside the guest: NCCL\'s topology from nova-gpu-p2p-guest')
+    print(_agent_output(xml))
+
     _title('Domain XML Nova defined')
     print(etree.tostring(xml, pretty_print=True, encoding='unicode'))
+
+
+def _agent_output(xml) -> str:
+    """What the guest agent writes for NCCL in this server's guest.
+
+    The guest's sysfs is laid out as the firmware numbers it for this
+    XML's expander buses, with the fw_cfg entry the XML passes to QEMU.
+    """
+    entry = xml.find('./sysinfo[@type="fwcfg"]/entry[@name="%s"]'
+                     % topology_description.ENTRY_NAME)
+    if entry is None:
+        return '  (no fw_cfg topology entry in this guest)'
+    with tempfile.TemporaryDirectory() as root:
+        guest_sysfs.build(root, topology_description.decode(entry.text),
+                          entry=entry.text)
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output):
+            guest_agent.main(['--sysfs-root', root, '--output', '-'])
+    return output.getvalue().rstrip()
 
 
 def main(argv: list[str]) -> int:
