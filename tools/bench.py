@@ -178,13 +178,17 @@ STRATEGY_NOTES = {
     'sidecar': 'Nova\'s XML + one pxb-pcie per host NUMA node, <node> = '
                'the host node number (the KubeVirt sidecar recipe, which '
                'assumes guest node N is host node N), no cliques',
-    'ours': 'GPUP2PLibvirtDriver, default [gpu_p2p] options',
+    'ours': 'GPUP2PLibvirtDriver, default [gpu_p2p] options (NCCL: the '
+            'guest\'s sysfs alone, no guest agent)',
+    'ours+agent': 'the same XML, NCCL reading the topology file the guest '
+                  'agent writes from its fw_cfg description',
 }
 METRIC_TITLES = {
     'p2p_enabled': 'P2P on',
     'p2p_false': 'false P2P',
     'numa_match': 'NUMA match',
     'gpu_nic_bus': 'GPU/NIC bus',
+    'nccl_host_class': 'NCCL = host',
 }
 METRIC_NOTES = {
     'p2p_enabled': 'GPU pairs P2P capable on the host (<= PXB, ACS '
@@ -197,6 +201,11 @@ METRIC_NOTES = {
     'gpu_nic_bus': 'GPU/NIC pairs on one host root complex that sit below '
                    'one expander bus in the guest (both on the root bus '
                    'does not count: that bus holds every device)',
+    'nccl_host_class': 'GPU-GPU and GPU-NIC pairs that NCCL in the guest '
+                       'classifies (PIX/PXB/PHB/SYS, by NCCL\'s rules, '
+                       'from the guest sysfs tree the XML implies) as the '
+                       'host\'s class (ACS routed; nvidia-smi NODE is '
+                       'NCCL\'s PHB); goal 100%',
 }
 #: Ours against stock for 1-16 GPUs and 1-8 NUMA nodes.
 SCALE = 'guest_xml_scale'
@@ -235,7 +244,7 @@ def _share(metric: dict) -> str:
 def print_decision_quality(records: list[dict]) -> None:
     print('\nDecision quality: each strategy\'s emitted domain XML, parsed '
           'back, against hosts.EXPECTED and the host topology')
-    header = '%-26s %-16s %-8s' % ('host', 'instance', 'strategy') + ''.join(
+    header = '%-26s %-16s %-10s' % ('host', 'instance', 'strategy') + ''.join(
         ' %-13s' % METRIC_TITLES[m] for m in decision_quality.METRICS)
     print(header)
     print('-' * len(header))
@@ -247,8 +256,8 @@ def print_decision_quality(records: list[dict]) -> None:
                 record['host'], _instance(record), record['error'][:60]))
             continue
         for strategy, found in record['strategies'].items():
-            row = '%-26s %-16s %-8s' % (record['host'], _instance(record),
-                                        strategy)
+            row = '%-26s %-16s %-10s' % (record['host'], _instance(record),
+                                         strategy)
             for metric in decision_quality.METRICS:
                 value = found['metrics'][metric]
                 totals[strategy][metric][0] += value['hits']
@@ -257,7 +266,7 @@ def print_decision_quality(records: list[dict]) -> None:
             print(row)
     print('-' * len(header))
     for strategy, metrics in totals.items():
-        print('%-26s %-16s %-8s' % ('all hosts (pooled)', '', strategy)
+        print('%-26s %-16s %-10s' % ('all hosts (pooled)', '', strategy)
               + ''.join(' %-13s' % decision_quality.Share(*metrics[m])
                         for m in decision_quality.METRICS))
     print('\n  instance: all or half of the GPUs Nova is offered, G GPUs + '
@@ -273,6 +282,11 @@ def print_decision_quality(records: list[dict]) -> None:
                      for limit in r.get('limits', ())})
     for host, limit in limits:
         print('  limit of the test double on %s: %s' % (host, limit))
+    errors = sorted({(r['host'], found['agent_error'])
+                     for r in records for found in r.get(
+                         'strategies', {}).values() if 'agent_error' in found})
+    for host, error in errors:
+        print('  guest agent not run on %s: %s' % (host, error))
 
 
 def _growth(xs: list[int], ys: list[float]) -> dict:

@@ -36,6 +36,11 @@ ways, from the same spawn arguments (:func:`demo_cloud.spawn_arguments`):
     the host has nodes), and then the guest is told the wrong node.
 ``ours``
     ``GPUP2PLibvirtDriver._get_guest_config`` with default options.
+``ours+agent``
+    The same XML, with the guest agent in the guest: NCCL there reads the
+    topology file the agent writes from the XML's fw_cfg description
+    (:func:`decision_quality.nccl_with_agent`); only the
+    ``nccl_host_class`` metric can differ from ``ours``.
 
 :meth:`CorpusBenchCloud.scale` times ours against stock on the 16-GPU,
 8-node host for growing GPU and NUMA node counts.
@@ -57,9 +62,12 @@ from nova_gpu_p2p.tests.functional import base
 from nova_gpu_p2p.tests.functional import corpus_xml
 from nova_gpu_p2p.tests.functional import decision_quality
 from nova_gpu_p2p.tests.functional import demo_cloud
+from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 
 STRATEGIES = ('stock', 'wrapper', 'sidecar', 'ours')
+#: ``ours`` with the guest agent: a row of its own, from ours' XML.
+WITH_AGENT = 'ours+agent'
 SIZES = ('all', 'half')
 #: The instance asks for what our driver can do without refusing.
 EXTRA_SPECS = {corpus_xml.CLIQUE_KEY: 'auto',
@@ -154,6 +162,24 @@ def _fits_locally(facts: corpus_xml.HostFacts, gpus: int, nics: int,
     return False
 
 
+def _with_agent(ours: dict, xml: str,
+                truth: decision_quality.HostTruth) -> dict:
+    """Ours' metrics, NCCL's view taken with the guest agent's file.
+
+    Where the agent cannot run (not installed, or it fails), that metric
+    is n/a and the reason is kept.
+    """
+    found = {'metrics': dict(ours['metrics']), 'xml_bytes': ours['xml_bytes']}
+    try:
+        share = decision_quality.nccl_with_agent(
+            xml, truth, decision_quality.run_guest_agent)
+    except (ImportError, RuntimeError) as exc:
+        share = decision_quality.Share(0, 0)
+        found['agent_error'] = str(exc)
+    found['metrics']['nccl_host_class'] = share.as_dict()
+    return found
+
+
 class CorpusBenchCloud(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
     """One corpus host; the four strategies' XML, or ours against stock."""
 
@@ -214,10 +240,14 @@ class CorpusBenchCloud(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
         """All and half the host's GPUs: four strategies' metrics each."""
         facts = self.start_corpus_host(self.corpus_host)
         topology = self.topologies[facts.name]
+        nics = [a for a in facts.expected.nics if a in topology.functions]
         truth = decision_quality.host_truth(facts.expected, {
             a: (topology.functions[a].numa_node,
-                topology.functions[a].root_complex)
-            for a in facts.expected.nics if a in topology.functions})
+                topology.functions[a].root_complex) for a in nics},
+            gpu_nic_links={
+                frozenset((g, n)): link_class.effective_class(
+                    topology, g, n, link_class.AcsPolicy.ROUTE).name
+                for g in facts.expected.addresses for n in nics})
         for size in SIZES:
             want = shape(facts, size)
             record = {'host': facts.name, 'size': size,
@@ -243,6 +273,8 @@ class CorpusBenchCloud(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
                                 decision_quality.evaluate(xml,
                                                           truth).items()},
                     'xml_bytes': len(xml)}
+            record['strategies'][WITH_AGENT] = _with_agent(
+                record['strategies']['ours'], xml, truth)
             self.sink(record)
             self._delete_and_wait(server)
 
