@@ -33,21 +33,29 @@ Without libvirtd at qemu:///system (or without the XML) the tests skip
 with one line; with ``NOVA_GPU_P2P_REQUIRE_TOOLS=1`` (CI) they fail.
 """
 
+import dataclasses
+import functools
 import logging
 import os
+import shutil
 import subprocess
+import tempfile
 
 import fixtures
 from lxml import etree
+from oslo_config import cfg
 import testtools
 from testtools import content
 
+from nova_gpu_p2p import conf as gpu_p2p_conf
 from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p.tests.e2e import qemu_argv
 from nova_gpu_p2p.tests.e2e import stack
 from nova_gpu_p2p.tests.fixtures import hosts
 from nova_gpu_p2p.tests.fixtures import sysfs_builder
 from nova_gpu_p2p.tests.functional import corpus_xml
+from nova_gpu_p2p.tests.functional import decision_quality
+from nova_gpu_p2p.topology import sysfs
 
 LOG = logging.getLogger(__name__)
 URI = stack.URI
@@ -77,6 +85,48 @@ def fw_cfg_problems(xml: bytes, argv: str) -> list[str]:
     return ['QEMU gets no %r' % w[:80] for w in wanted if w not in argv]
 
 
+@functools.lru_cache(maxsize=None)
+def _truth(name: str) -> decision_quality.HostTruth:
+    """The corpus host's classes: the oracle's, and its NICs' from a scan."""
+    tree = tempfile.mkdtemp(dir=sysfs_builder.scratch_dir())
+    try:
+        sysfs_builder.build(hosts.HOSTS[name], tree)
+        conf = cfg.ConfigOpts()
+        gpu_p2p_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        conf.set_override('sysfs_root', tree, group='gpu_p2p')
+        topology = sysfs.SysfsBackend(
+            conf, read_config=sysfs.read_config_direct).discover()
+    finally:
+        shutil.rmtree(tree)
+    return decision_quality.topology_truth(hosts.EXPECTED[name], topology)
+
+
+def nccl_share(name: str, xml: bytes) -> decision_quality.Share | None:
+    """NCCL in this guest, with the guest agent, sees the host's classes.
+
+    The guest's sysfs is the tree this XML gives it (as firmware numbers
+    the buses below each expander), the agent reads the XML's fw_cfg
+    entry, and NCCL's rules (:mod:`nova_gpu_p2p.tests.nccl_paths`) must
+    give every GPU-GPU and GPU-NIC pair of placed devices its host class.
+    A device ``preferred`` left on the root bus (its host node has no
+    guest cell) is not described, and no topology file can put two
+    devices of one guest node on two host nodes: its pairs are not
+    counted.
+    """
+    element = etree.fromstring(xml)
+    if decision_quality.fw_cfg_description(element) is None:
+        return None
+    placed = {d.address for d in decision_quality.parse(element).devices
+              if d.expander_bus is not None}
+    truth = _truth(name)
+    truth = dataclasses.replace(truth, nccl_links={
+        pair: cls for pair, cls in truth.nccl_links.items()
+        if pair <= placed})
+    return decision_quality.nccl_with_agent(
+        element, truth, decision_quality.run_guest_agent)
+
+
 @hosts.add_host_tests
 class DomXMLToNativeTest(testtools.TestCase):
     """Real libvirt's schema and QEMU command line, per corpus host."""
@@ -94,6 +144,8 @@ class DomXMLToNativeTest(testtools.TestCase):
                 self.fail('%s (%s=1)' % (missing, stack.REQUIRE_TOOLS))
             self.skipTest(missing)
         self.folder = folder
+        #: Flavor kind -> pairs NCCL sees as on the host, with the agent.
+        self.nccl: dict[str, decision_quality.Share | None] = {}
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.addDetail('libvirt', content.text_content(stack.version()))
         note = ('libvirtd gets a copy of each document with only these '
@@ -126,6 +178,12 @@ class DomXMLToNativeTest(testtools.TestCase):
         expected = qemu_argv.expectations(xml)
         problems = list(expected.problems)
         problems.extend(fw_cfg_problems(xml, out))
+        share = nccl_share(name, xml)
+        self.nccl[kind.name] = share
+        if share is not None and share.hits != share.total:
+            problems.append('NCCL with the guest agent sees %s of the '
+                            'GPU-GPU and GPU-NIC pairs of placed devices as '
+                            'on the host' % share)
         problems.extend(qemu_argv.argv_problems(
             expected, qemu_argv.parse_devices(out)))
         host_node, root_complex = corpus_locality(name)
@@ -153,8 +211,10 @@ class DomXMLToNativeTest(testtools.TestCase):
                     kind.name, path, refused))
                 continue
             problems = self.check_document(name, kind, path)
-            summary.append('%-32s %s' % (
-                kind.name, 'FAIL' if problems else 'ok'))
+            summary.append('%-32s %s%s' % (
+                kind.name, 'FAIL' if problems else 'ok',
+                '' if self.nccl.get(kind.name) is None else
+                ' (NCCL with the agent: %s)' % self.nccl[kind.name]))
             if problems:
                 failures.append('%s/%s (%s):\n  %s' % (
                     name, kind.name, path, '\n  '.join(problems)))

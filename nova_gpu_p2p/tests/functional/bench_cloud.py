@@ -62,7 +62,6 @@ from nova_gpu_p2p.tests.functional import base
 from nova_gpu_p2p.tests.functional import corpus_xml
 from nova_gpu_p2p.tests.functional import decision_quality
 from nova_gpu_p2p.tests.functional import demo_cloud
-from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 
 STRATEGIES = ('stock', 'wrapper', 'sidecar', 'ours')
@@ -240,14 +239,7 @@ class CorpusBenchCloud(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
         """All and half the host's GPUs: four strategies' metrics each."""
         facts = self.start_corpus_host(self.corpus_host)
         topology = self.topologies[facts.name]
-        nics = [a for a in facts.expected.nics if a in topology.functions]
-        truth = decision_quality.host_truth(facts.expected, {
-            a: (topology.functions[a].numa_node,
-                topology.functions[a].root_complex) for a in nics},
-            gpu_nic_links={
-                frozenset((g, n)): link_class.effective_class(
-                    topology, g, n, link_class.AcsPolicy.ROUTE).name
-                for g in facts.expected.addresses for n in nics})
+        truth = decision_quality.topology_truth(facts.expected, topology)
         for size in SIZES:
             want = shape(facts, size)
             record = {'host': facts.name, 'size': size,

@@ -60,6 +60,8 @@ from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p.tests.fixtures import hosts
 from nova_gpu_p2p.tests.fixtures import qemu_override
 from nova_gpu_p2p.tests import nccl_paths
+from nova_gpu_p2p.topology import link_class
+from nova_gpu_p2p.topology import model
 
 #: P2P capable at the default ``[gpu_p2p] p2p_level`` (PXB), judged with
 #: the default ``acs_policy = route`` (hosts.EXPECTED's routed links).
@@ -222,6 +224,23 @@ def parse(xml: etree._Element) -> GuestView:
              for memnode in xml.iterfind('./numatune/memnode')}
     return GuestView(devices=tuple(sorted(devices, key=lambda d: d.address)),
                      cell_host_nodes=cells)
+
+
+def topology_truth(expected: hosts.Expected,
+                   topology: model.HostTopology) -> HostTruth:
+    """:func:`host_truth` with the NIC facts read from the host topology.
+
+    GPU-NIC classes are the host's link classes, ACS routed as
+    ``acs_policy = route``.
+    """
+    nics = [a for a in expected.nics if a in topology.functions]
+    return host_truth(expected, {
+        a: (topology.functions[a].numa_node,
+            topology.functions[a].root_complex) for a in nics},
+        gpu_nic_links={
+            frozenset((g, n)): link_class.effective_class(
+                topology, g, n, link_class.AcsPolicy.ROUTE).name
+            for g in expected.addresses for n in nics})
 
 
 @dataclasses.dataclass(frozen=True)
