@@ -680,3 +680,11 @@ class TestShippedFiles(testtools.TestCase):
                              for flag in re.findall(r'--[a-z][a-z-]*', rest)
                              if flag not in options)
         self.assertEqual([], found)
+
+
+class TestContract(testtools.TestCase):
+    """The agent keeps its own copy of the driver's names (stdlib only)."""
+
+    def test_same_entry_and_version_as_the_driver(self):
+        self.assertEqual(td.ENTRY_NAME, agent.ENTRY_NAME)
+        self.assertEqual(td.FORMAT_VERSION, agent.FORMAT_VERSION)
