@@ -331,7 +331,7 @@ class _Decision:
             return None
         try:
             return topology_description.encode(topology_description.describe(
-                buses, self.devices, cliques, self.host.topology,
+                buses, self.devices, cliques, self.host,
                 link_class.AcsPolicy(self.options.acs_policy)))
         except topology_description.TooLarge as exc:
             self.notes.append('the guest gets no topology description: %s'

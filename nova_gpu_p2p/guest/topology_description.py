@@ -48,6 +48,7 @@ import json
 
 from nova_gpu_p2p.guest import devices as devices_mod
 from nova_gpu_p2p.guest import expander_buses
+from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 
@@ -81,13 +82,14 @@ def _link(function: model.PCIFunction) -> dict:
 
 def describe(buses: expander_buses.BusLayout,
              devices: tuple[devices_mod.GuestDevice, ...],
-             cliques: dict[str, int], topology: model.HostTopology,
+             cliques: dict[str, int], host: discovery.HostGPUs,
              acs_policy: link_class.AcsPolicy) -> dict:
     """The description of the devices ``buses`` placed, as plain data.
 
     Only devices the host topology knows are ever placed, so each has a
     host function to describe.
     """
+    topology = host.topology
     kinds = {d.address: d.kind for d in devices}
     switch_ids: dict[str, str] = {}
     switches: dict[str, dict] = {}
@@ -110,10 +112,8 @@ def describe(buses: expander_buses.BusLayout,
                 'clique': cliques.get(port.device),
                 'numa_node': bus.guest_node, 'switches': ids,
                 **_link(function)})
-    pairs = [
-        [i, j, link_class.effective_class(topology, placed[i], placed[j],
-                                          acs_policy).name]
-        for i, j in itertools.combinations(range(len(placed)), 2)]
+    pairs = [[i, j, host.link(placed[i], placed[j], acs_policy).name]
+             for i, j in itertools.combinations(range(len(placed)), 2)]
     return {'version': FORMAT_VERSION, 'devices': described,
             'switches': switches, 'pairs': pairs}
 

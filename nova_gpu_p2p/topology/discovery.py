@@ -40,6 +40,19 @@ class HostGPUs:
     cliques: cliques_mod.Cliques
     #: Why discovery failed; None when it worked.
     error: str | None = None
+    #: Link classes already computed for this topology, so that guest
+    #: builds between two discoveries do not walk the tree again.
+    _links: dict = dataclasses.field(default_factory=dict, compare=False,
+                                     repr=False)
+
+    def link(self, a: str, b: str,
+             acs_policy: link_class.AcsPolicy) -> link_class.LinkClass:
+        """:func:`link_class.effective_class`, once per pair and policy."""
+        key = (frozenset((a, b)), acs_policy)
+        if key not in self._links:
+            self._links[key] = link_class.effective_class(
+                self.topology, a, b, acs_policy)
+        return self._links[key]
 
 
 def evaluate(topology: model.HostTopology, conf: cfg.ConfigOpts,

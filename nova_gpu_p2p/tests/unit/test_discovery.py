@@ -70,3 +70,27 @@ class TestDiscoverNeverRaises(testtools.TestCase):
         second = discovery.discover(self.conf, first)
         self.assertIs(first, second)
         self.assertEqual(1, self.log.output.count('discovery with'))
+
+
+class TestLinkCache(testtools.TestCase):
+    """Guest builds between two discoveries reuse the pairs' classes."""
+
+    def test_each_pair_and_policy_computed_once(self):
+        from nova_gpu_p2p.tests.unit import test_guest_plan as tgp
+        from nova_gpu_p2p.topology import link_class
+
+        host = tgp.host_gpus()
+        real = link_class.effective_class
+        spy = self.useFixture(fixtures.MockPatchObject(
+            link_class, 'effective_class', side_effect=real)).mock
+        route, ignore = link_class.AcsPolicy.ROUTE, link_class.AcsPolicy.IGNORE
+        for _ in range(3):
+            self.assertEqual(link_class.LinkClass.PIX,
+                             host.link(tgp.GPU_A, tgp.GPU_B, route))
+            self.assertEqual(link_class.LinkClass.PIX,
+                             host.link(tgp.GPU_B, tgp.GPU_A, route))
+            self.assertEqual(link_class.LinkClass.SYS,
+                             host.link(tgp.GPU_A, tgp.GPU_C, ignore))
+        self.assertEqual(2, spy.call_count)
+        # A new discovery starts with an empty cache.
+        self.assertEqual({}, tgp.host_gpus()._links)
