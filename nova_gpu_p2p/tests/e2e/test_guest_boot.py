@@ -63,6 +63,14 @@ SETUP_HINT = 'run tools/e2e/setup-stack.sh as root'
 #: A TCG boot of Debian's kernel to the report takes 10-20 s on two
 #: cores; the limit leaves room for a loaded CI machine.
 BOOT_TIMEOUT_S = 180.0
+#: A guest whose console stays empty this long is stuck before its
+#: kernel: destroyed and booted again.
+SILENT_TIMEOUT_S = 60.0
+#: What a guest kernel prints when TCG stops delivering a vCPU's timer
+#: ("rcu: INFO: rcu_preempt detected stalls on CPUs/tasks ... timer
+#: wakeup didn't happen"): seen under OVMF on QEMU 10.0 on a slow day,
+#: where the guest never reaches its report; destroyed and booted again.
+STALLED = 'detected stalls on CPUs'
 #: After the report, how long the guest may take to power off by itself.
 POWEROFF_GRACE_S = 15.0
 POLL_S = 0.5
@@ -227,7 +235,8 @@ class GuestBootTest(testtools.TestCase):
             report = guest_image.parse_report(console)
             if report is not None:
                 break
-            # QEMU 10.0 under multi-threaded TCG sometimes aborts early in
+            # A guest stuck (silent, or its CPUs stalled: above), or
+            # QEMU 10.0 under multi-threaded TCG aborting early in
             # the guest kernel ("iotlb_to_section: Assertion `section_index
             # < d->map.sections_nb' failed", or "msix_table_mmio_write:
             # Assertion `addr + size <= ...' failed" in its log, the domain
@@ -248,7 +257,12 @@ class GuestBootTest(testtools.TestCase):
                     seconds=seconds)
 
     def _wait(self, name: str, console_log: str, start: float) -> str:
-        """The console, once the guest is off (or has reported and hangs)."""
+        """The console, once the guest is off (or has reported and hangs).
+
+        A guest silent for :data:`SILENT_TIMEOUT_S`, or whose kernel
+        reports stalled CPUs (:data:`STALLED`), is destroyed and its
+        console returned, so that :meth:`boot` tries again.
+        """
         reported_at = None
         while True:
             console = ''
@@ -265,6 +279,11 @@ class GuestBootTest(testtools.TestCase):
                 if now - reported_at > POWEROFF_GRACE_S:
                     _virsh('destroy', name, check=False)
                     return console
+            stalled = STALLED in console and guest_image.END not in console
+            if stalled or (not console.strip()
+                           and now - start > SILENT_TIMEOUT_S):
+                _virsh('destroy', name, check=False)
+                return console
             if now - start > BOOT_TIMEOUT_S:
                 _virsh('destroy', name, check=False)
                 self.fail('%s still running after %.0f s; console tail:\n%s'
