@@ -30,7 +30,8 @@ _GPU_P2P_LIBVIRT_DRIVER=libvirt.LibvirtDriver
 # The [gpu_p2p] options (nova_gpu_p2p/conf.py); GPU_P2P_<OPTION> sets one.
 _GPU_P2P_OPTIONS="topology_backend sysfs_root static_topology_file p2p_level
 acs_policy clique_map expander_bus_grouping align_device_types
-guest_numa_distances pcihole64 guest_topology report_traits"
+guest_numa_distances pcihole64 guest_topology clique_fit_weight_multiplier
+report_traits"
 _GPU_P2P_FILTERS="PciPassthroughFilter NUMATopologyFilter"
 # Nova's own [filter_scheduler] enabled_filters default, for a nova.conf
 # that sets none (devstack's always does).

@@ -189,6 +189,18 @@ OPTS = [
              'speeds and widths, link classes; no host addresses) as the '
              'QEMU fw_cfg file opt/org.openstack.nova-gpu-p2p/topology, '
              'for the guest agent nova-gpu-p2p-guest to hand to NCCL.'),
+    cfg.FloatOpt(
+        'clique_fit_weight_multiplier',
+        default=10.0,
+        help='Read by nova-scheduler. How strongly GPUP2PCliqueFitWeigher '
+             'sends a hw:gpu_p2p_clique=required server to the host whose '
+             'free GPUs fit it most tightly (fewest left free in the clique '
+             'it takes), so large cliques stay whole elsewhere. The weigher '
+             'scores 0 to 1 per host; the default outweighs the default '
+             'RAM, CPU and disk spreading weighers together. Negative '
+             'values prefer the loosest fit. The aggregate metadata key '
+             'gpu_p2p_clique_fit_weight_multiplier overrides it per '
+             'aggregate.'),
     cfg.BoolOpt(
         'report_traits',
         default=True,

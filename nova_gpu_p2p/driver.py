@@ -29,6 +29,7 @@ from nova.virt.libvirt import driver as libvirt_driver
 from oslo_log import log as logging
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import metadata
 from nova_gpu_p2p.guest import nova_guest
@@ -172,21 +173,26 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._check_device_traits(provider_tree, nodename)
 
     def _check_device_traits(self, provider_tree, nodename: str) -> None:
-        """Warn when a GPU's device provider lacks its clique trait.
+        """Warn when a GPU's device provider or entry lacks its clique.
 
         Nova names a PCI device's provider ``<nodename>_<ADDRESS>`` and
         rewrites its traits from ``[pci] device_spec`` on every update, so
-        this only checks what the operator configured; a problem is logged
-        when it first appears, not every period.
+        this only checks what the operator configured (see
+        :mod:`nova_gpu_p2p.device_spec`); a problem is logged when it
+        first appears, not every period.
         """
+        ids = self.host_gpus.cliques.ids
         provider_traits = {}
-        for address in self.host_gpus.cliques.ids:
+        for address in ids:
             # Nova's name for a PCI device's provider (upper-case address).
             name = '%s_%s' % (nodename, address.upper())
             if provider_tree.exists(name):
                 provider_traits[address] = provider_tree.data(name).traits
-        problems = traits.device_trait_problems(self.host_gpus.cliques.ids,
-                                                provider_traits)
+        functions = self.host_gpus.topology.functions
+        spec_tags = device_spec.configured_tags(
+            CONF.pci.device_spec,
+            [(a, functions[a].vendor, functions[a].device) for a in ids])
+        problems = device_spec.problems(ids, provider_traits, spec_tags)
         for problem in problems:
             if problem not in self._device_trait_problems:
                 LOG.warning('GPU P2P: %s', problem)

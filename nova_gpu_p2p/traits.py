@@ -20,9 +20,6 @@ someone else. :func:`clique_id_trait` names the trait that marks a GPU's
 own provider with its clique when PCI devices are tracked in placement.
 """
 
-from collections.abc import Mapping
-from collections.abc import Set
-
 from nova_gpu_p2p.topology import cliques as cliques_mod
 from nova_gpu_p2p.topology import model
 
@@ -75,46 +72,3 @@ def numa_affinity(topology: model.HostTopology,
 def clique_id_trait(clique_id: int) -> str:
     """The trait marking a GPU's own provider with its host clique ID."""
     return '%s%d' % (CLIQUE_ID_PREFIX, clique_id)
-
-
-def device_spec_entry(address: str, clique_id: int) -> str:
-    """A ``[pci] device_spec`` line tagging a GPU with its clique trait.
-
-    Nova's PCI-in-placement code sets a device provider's traits from its
-    device_spec entry on every update, replacing anything a driver put
-    there, so the device_spec is where the clique must be written.
-    """
-    return ('device_spec = {"address": "%s", "traits": "%s"}'
-            % (address, clique_id_trait(clique_id)))
-
-
-def device_trait_problems(clique_ids: Mapping[str, int | None],
-                          provider_traits: Mapping[str, Set[str]]
-                          ) -> list[str]:
-    """GPUs whose placement provider does not carry their clique trait.
-
-    :param clique_ids: GPU address -> host clique ID (None: no clique).
-    :param provider_traits: GPU address -> traits of its device provider,
-        for the GPUs that have one.
-    """
-    problems = []
-    for address, clique_id in sorted(clique_ids.items()):
-        if address not in provider_traits:
-            continue
-        wanted = set() if clique_id is None else {clique_id_trait(clique_id)}
-        present = {t for t in provider_traits[address]
-                   if t.startswith(CLIQUE_ID_PREFIX)}
-        if present == wanted:
-            continue
-        if wanted:
-            problems.append(
-                'GPU %s is in clique %d but its placement provider has %s: '
-                'set %s' % (address, clique_id,
-                            ', '.join(sorted(present)) or 'no clique trait',
-                            device_spec_entry(address, clique_id)))
-        else:
-            problems.append(
-                'GPU %s is in no clique but its placement provider has %s: '
-                'remove that trait from its [pci] device_spec entry'
-                % (address, ', '.join(sorted(present))))
-    return problems

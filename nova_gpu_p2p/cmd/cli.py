@@ -21,6 +21,7 @@ import sys
 from oslo_config import cfg
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import readiness
 from nova_gpu_p2p.topology import backends
@@ -156,7 +157,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
                                 link_class.LinkClass[level])
     report = to_json(result, level, opts.gpu_p2p.acs_policy)
     if args.device_spec:
-        lines = [traits.device_spec_entry(address, clique)
+        lines = [device_spec.entry(address, clique)
                  for address, clique in sorted(result.cliques.ids.items())
                  if clique is not None]
         # Notes go to stderr, so that stdout can be pasted into nova.conf.

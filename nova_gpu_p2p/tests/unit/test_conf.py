@@ -51,6 +51,7 @@ class TestDefaults(ConfTestCase):
         self.assertTrue(group.guest_numa_distances)
         self.assertEqual('auto', group.pcihole64)
         self.assertTrue(group.report_traits)
+        self.assertEqual(10.0, group.clique_fit_weight_multiplier)
 
     def test_list_opts_has_every_option(self):
         [(group, opts)] = conf.list_opts()
@@ -60,7 +61,7 @@ class TestDefaults(ConfTestCase):
              'p2p_level', 'acs_policy', 'clique_map',
              'expander_bus_grouping', 'align_device_types',
              'guest_numa_distances', 'pcihole64', 'guest_topology',
-             'report_traits'},
+             'clique_fit_weight_multiplier', 'report_traits'},
             {opt.dest for opt in opts})
         for opt in opts:
             self.assertTrue(opt.help, opt.dest)

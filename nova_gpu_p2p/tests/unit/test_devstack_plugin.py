@@ -97,6 +97,7 @@ OPTION_VALUES = {
     'guest_numa_distances': 'False',
     'pcihole64': '512',
     'guest_topology': 'False',
+    'clique_fit_weight_multiplier': '2.5',
     'report_traits': 'False',
 }
 PCI = {'GPU_P2P_ALIAS': 'h100', 'GPU_P2P_PRODUCT_ID': '2330'}

@@ -12,6 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import json
 import logging
 import types
 from unittest import mock
@@ -30,6 +31,7 @@ from oslo_utils.fixture import uuidsentinel as uuids
 import testtools
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import driver
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p import nova_hooks
@@ -641,8 +643,8 @@ class TestUpdateProviderTree(testtools.TestCase):
 def _warning(address, clique_id):
     return ('GPU P2P: GPU %s is in clique %d but its placement provider has '
             'no clique trait: set device_spec = {"address": "%s", "traits": '
-            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d"}' % (address, clique_id, address,
-                                                clique_id))
+            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d", "gpu_p2p_clique": "%d"}'
+            % (address, clique_id, address, clique_id, clique_id))
 
 
 class TestCheckDeviceTraits(TestUpdateProviderTree):
@@ -698,11 +700,11 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
             ['GPU P2P: GPU 0000:03:00.0 is in clique 0 but its placement '
              'provider has CUSTOM_GPU_P2P_CLIQUE_ID_1: set device_spec = '
              '{"address": "0000:03:00.0", "traits": '
-             '"CUSTOM_GPU_P2P_CLIQUE_ID_0"}',
+             '"CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}',
              _warning(GPU_B, 0),
              'GPU P2P: GPU 0000:81:00.0 is in no clique but its placement '
-             'provider has CUSTOM_GPU_P2P_CLIQUE_ID_2: remove that trait '
-             'from its [pci] device_spec entry'],
+             'provider has CUSTOM_GPU_P2P_CLIQUE_ID_2: remove the clique '
+             'trait and tag from its [pci] device_spec entry'],
             self.log.output.splitlines())
 
     def test_new_problem_logged_old_one_not(self):
@@ -749,6 +751,26 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.update()
         self.assertEqual(_warning('0000:8b:00.0', 0) + '\n',
                          self.log.output)
+
+
+    def test_device_spec_tag_checked(self):
+        """The scheduler's source, the device_spec tag, is checked too."""
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        self.conf.config(group='pci', device_spec=[
+            device_spec.entry(GPU_A, 0).split(' = ', 1)[1],
+            json.dumps({'address': GPU_B, 'gpu_p2p_clique': '1',
+                        'traits': 'CUSTOM_GPU_P2P_CLIQUE_ID_0'}),
+            json.dumps({'address': GPU_C})])
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_B, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_C)
+        self.update()
+        self.assertEqual(
+            ['GPU P2P: GPU 0000:04:00.0 is in clique 0 but its [pci] '
+             'device_spec entry has gpu_p2p_clique "1": set %s'
+             % device_spec.entry(GPU_B, 0)],
+            self.log.output.splitlines())
 
 
 class TestNovaHooksWithProviderTree(testtools.TestCase):

@@ -365,7 +365,8 @@ class TestFlavorCLI(testtools.TestCase):
 
 def _spec(address, clique_id):
     return ('device_spec = {"address": "%s", "traits": '
-            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d"}' % (address, clique_id))
+            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d", "gpu_p2p_clique": "%d"}'
+            % (address, clique_id, clique_id))
 
 
 class TestDeviceSpecCLI(testtools.TestCase):
@@ -402,7 +403,7 @@ class TestDeviceSpecCLI(testtools.TestCase):
         for line in out.splitlines():
             key, value = line.split(' = ', 1)
             self.assertEqual('device_spec', key)
-            self.assertEqual(['address', 'traits'],
+            self.assertEqual(['address', 'gpu_p2p_clique', 'traits'],
                              sorted(json.loads(value)))
 
     def test_level_applies(self):

@@ -1,0 +1,130 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""How a GPU's ``[pci] device_spec`` entry carries its host clique.
+
+Each GPU in a clique gets, in its own device_spec entry:
+
+* the trait ``CUSTOM_GPU_P2P_CLIQUE_ID_<n>``, which Nova puts on the GPU's
+  placement provider when ``[pci] report_in_placement`` is on (Nova
+  rewrites a device provider's traits from the device_spec on every
+  update, so the device_spec is the only place it can be written); and
+* the tag ``gpu_p2p_clique: "<n>"``, which Nova keeps in the host's PCI
+  pools, beside each pool's provider UUID. The scheduler filter reads it
+  there: placement traits never reach a scheduler filter, pools do, and
+  pools are the compute host's own report.
+
+``nova-gpu-p2p topology --device-spec`` prints the entries; the driver
+and ``nova-gpu-p2p check`` report GPUs whose entry or provider disagrees
+with the topology.
+"""
+
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Set
+import json
+
+from nova_gpu_p2p.topology import cliques as host_cliques
+from nova_gpu_p2p import traits
+
+#: The device_spec tag (and so PCI pool key) holding a GPU's clique ID.
+CLIQUE_TAG = 'gpu_p2p_clique'
+
+
+def entry(address: str, clique_id: int) -> str:
+    """The ``[pci] device_spec`` line for a GPU of clique ``clique_id``."""
+    return 'device_spec = %s' % json.dumps({
+        'address': address, 'traits': traits.clique_id_trait(clique_id),
+        CLIQUE_TAG: str(clique_id)})
+
+
+def tag_clique(tags: Mapping[str, str | None]) -> int | None:
+    """The clique ID a device_spec tag set (or PCI pool) carries.
+
+    None where the tag is absent or not a clique ID: such a GPU is in no
+    clique as far as scheduling goes (unknowns fail closed).
+    """
+    value = tags.get(CLIQUE_TAG)
+    if value is None or not str(value).isdigit():
+        return None
+    clique_id = int(value)
+    return clique_id if clique_id in host_cliques.CLIQUE_IDS else None
+
+
+def problems(clique_ids: Mapping[str, int | None],
+             provider_traits: Mapping[str, Set[str]],
+             spec_tags: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """GPUs whose provider traits or device_spec tag miss their clique.
+
+    :param clique_ids: GPU address -> host clique ID (None: no clique).
+    :param provider_traits: GPU address -> traits of its placement
+        provider, for the GPUs that have one.
+    :param spec_tags: GPU address -> tags of the device_spec entry that
+        matches it, for the GPUs that one matches.
+    """
+    found = []
+    for address, clique_id in sorted(clique_ids.items()):
+        wrong = []
+        if address in provider_traits:
+            wanted = (set() if clique_id is None
+                      else {traits.clique_id_trait(clique_id)})
+            present = {t for t in provider_traits[address]
+                       if t.startswith(traits.CLIQUE_ID_PREFIX)}
+            if present != wanted:
+                wrong.append('its placement provider has %s' % (
+                    ', '.join(sorted(present)) or 'no clique trait'))
+        if address in spec_tags:
+            value = spec_tags[address].get(CLIQUE_TAG)
+            if (tag_clique(spec_tags[address]) != clique_id
+                    or (value is not None and clique_id is None)):
+                wrong.append('its [pci] device_spec entry has %s' % (
+                    'no %s tag' % CLIQUE_TAG if value is None
+                    else '%s "%s"' % (CLIQUE_TAG, value)))
+        if not wrong:
+            continue
+        if clique_id is None:
+            found.append('GPU %s is in no clique but %s: remove the clique '
+                         'trait and tag from its [pci] device_spec entry'
+                         % (address, ' and '.join(wrong)))
+        else:
+            found.append('GPU %s is in clique %d but %s: set %s'
+                         % (address, clique_id, ' and '.join(wrong),
+                            entry(address, clique_id)))
+    return found
+
+
+def configured_tags(device_specs: Iterable[str],
+                    gpus: Iterable[tuple[str, int, int]]
+                    ) -> dict[str, dict[str, str]]:
+    """Tags of the device_spec entry Nova matches to each GPU.
+
+    :param device_specs: ``[pci] device_spec`` values, as in nova.conf.
+    :param gpus: (address, vendor ID, device ID) of each GPU.
+    :returns: address -> tags, for the GPUs an entry matches.
+    """
+    # Nova's own matching (wildcards, regexes, the first entry wins);
+    # imported here so that commands without device_spec skip Nova.
+    from nova.pci import whitelist
+
+    specs = whitelist.Whitelist(list(device_specs))
+    tags = {}
+    for address, vendor, device in gpus:
+        dev = {'vendor_id': '%04x' % vendor, 'product_id': '%04x' % device,
+               'address': address, 'parent_addr': None,
+               'capabilities': {'vpd': {'card_serial_number': None}}}
+        for spec in specs.specs:
+            if spec.match(dev):
+                tags[address] = dict(spec.get_tags())
+                break
+    return tags

@@ -1,0 +1,110 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What the filter and weigher read from Nova's scheduler objects.
+
+Everything comes from the compute host's own report: its PCI pools (one
+per GPU provider when PCI devices are in placement, each with the GPU's
+``gpu_p2p_clique`` device_spec tag and its provider UUID) and placement's
+allocation candidates. Nothing here holds a second copy of any topology.
+"""
+
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+
+from nova import conf as nova_conf
+from oslo_log import log as logging
+
+from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p.scheduler import clique_fit
+
+CONF = nova_conf.CONF
+LOG = logging.getLogger(__name__)
+NVIDIA = '10de'
+
+_legacy_warned = False
+
+
+def wants_one_clique(spec_obj) -> bool:
+    """True for a flavor with ``hw:gpu_p2p_clique=required``.
+
+    An unreadable value is not ours to judge here (the API validator
+    refuses it; the compute refuses an older flavor's build).
+    """
+    flavor = getattr(spec_obj, 'flavor', None)
+    specs = getattr(flavor, 'extra_specs', None) or {}
+    try:
+        request = extra_specs.parse_clique(specs.get(extra_specs.CLIQUE_KEY))
+    except extra_specs.InvalidExtraSpec:
+        return False
+    return request.mode is extra_specs.CliqueMode.REQUIRED
+
+
+def can_steer(who: str) -> bool:
+    """Whether the claim follows the scheduler's choice of GPUs.
+
+    Only with ``[filter_scheduler] pci_in_placement``: legacy PCI tracking
+    claims devices on the compute, by its own order. Said once per
+    process; the compute's refusal stays the safety net.
+    """
+    global _legacy_warned
+    if CONF.filter_scheduler.pci_in_placement:
+        return True
+    if not _legacy_warned:
+        _legacy_warned = True
+        LOG.warning(
+            '%s: [filter_scheduler] pci_in_placement is off, so the '
+            'scheduler cannot choose which GPUs a hw:gpu_p2p_clique=required '
+            'server gets; the compute host refuses GPUs that are not one '
+            'clique and the build is rescheduled. Turn on [pci] '
+            'report_in_placement on GPU compute hosts and [filter_scheduler] '
+            'pci_in_placement here.', who)
+    return False
+
+
+def gpus(host_state) -> dict[str, clique_fit.Gpu]:
+    """The host's NVIDIA GPU providers, with clique and free count."""
+    found = {}
+    for pool in getattr(host_state.pci_stats, 'pools', None) or ():
+        provider = pool.get('rp_uuid')
+        if provider is None or pool.get('vendor_id') != NVIDIA:
+            continue
+        found[provider] = clique_fit.Gpu(
+            provider, device_spec.tag_clique(pool), int(pool.get('count', 0)))
+    return found
+
+
+def gpu_providers(candidate: Mapping[str, Any],
+                  host_gpus: Mapping[str, clique_fit.Gpu]) -> list[str]:
+    """The GPU providers one allocation candidate takes, once per device."""
+    return [provider
+            for providers in candidate.get('mappings', {}).values()
+            for provider in providers if provider in host_gpus]
+
+
+def fits(host_state) -> tuple[list[clique_fit.Fit], bool]:
+    """Best-first fits of the host's candidates, and whether GPUs count.
+
+    The flag is False when no candidate takes an NVIDIA GPU: the request
+    has nothing for the clique rule to judge.
+    """
+    host_gpus = gpus(host_state)
+    candidates: Sequence[Mapping[str, Any]] = (
+        host_state.allocation_candidates or ())
+    taken = [gpu_providers(c, host_gpus) for c in candidates]
+    if not any(taken):
+        return [], False
+    return clique_fit.best_first(taken, host_gpus), True
