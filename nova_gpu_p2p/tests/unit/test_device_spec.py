@@ -34,8 +34,10 @@ def _entry(address, clique_id):
             % (address, clique_id, clique_id))
 
 
-def _missing(address, clique_id, why='its placement provider has no '
-                                      'clique trait'):
+NO_TRAIT = 'its placement provider has no clique trait'
+
+
+def _missing(address, clique_id, why=NO_TRAIT):
     return ('GPU %s is in clique %d but %s: set %s'
             % (address, clique_id, why, _entry(address, clique_id)))
 

@@ -752,7 +752,6 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.assertEqual(_warning('0000:8b:00.0', 0) + '\n',
                          self.log.output)
 
-
     def test_device_spec_tag_checked(self):
         """The scheduler's source, the device_spec tag, is checked too."""
         self.useFixture(fixtures.MockPatch(
