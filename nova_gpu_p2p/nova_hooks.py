@@ -21,8 +21,6 @@ Nova's). So the driver refuses to start unless each hook is as expected.
 
 import inspect
 
-from nova.virt.libvirt import driver as libvirt_driver
-
 #: method name -> parameter names it must take, in order (after self).
 HOOKS = {
     'get_available_resource': ('nodename',),
@@ -40,7 +38,13 @@ class IncompatibleNova(Exception):
     """This Nova's LibvirtDriver lacks a hook we rely on."""
 
 
-def check(cls: type = libvirt_driver.LibvirtDriver) -> None:
+def check(cls: type | None = None) -> None:
+    """Raise IncompatibleNova unless ``cls`` (LibvirtDriver) has our hooks."""
+    if cls is None:
+        # Imported here: nova-scheduler raises IncompatibleNova too and
+        # has no business loading the libvirt driver.
+        from nova.virt.libvirt import driver as libvirt_driver
+        cls = libvirt_driver.LibvirtDriver
     problems = []
     for name, expected in HOOKS.items():
         method = getattr(cls, name, None)

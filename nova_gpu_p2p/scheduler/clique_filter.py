@@ -36,6 +36,10 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
     # Rebuild keeps the server's GPUs; there are no candidates to judge.
     RUN_ON_REBUILD = False
 
+    def __init__(self) -> None:
+        super().__init__()
+        host_view.check_nova()
+
     def host_passes(self, host_state, spec_obj) -> bool:
         if not host_view.wants_one_clique(spec_obj):
             return True

@@ -39,6 +39,10 @@ conf.register_opts(CONF)
 class GPUP2PCliqueFitWeigher(weights.BaseHostWeigher):
     """Tightest clique fit first, across hosts."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        host_view.check_nova()
+
     def weight_multiplier(self, host_state) -> float:
         return utils.get_weight_multiplier(
             host_state, 'gpu_p2p_clique_fit_weight_multiplier',

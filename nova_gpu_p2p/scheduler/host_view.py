@@ -22,13 +22,18 @@ allocation candidates. Nothing here holds a second copy of any topology.
 
 from collections.abc import Mapping
 from collections.abc import Sequence
+import inspect
 from typing import Any
 
 from nova import conf as nova_conf
+from nova.pci import stats as pci_stats
+from nova.scheduler import host_manager
+from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p import nova_hooks
 from nova_gpu_p2p.scheduler import clique_fit
 
 CONF = nova_conf.CONF
@@ -36,6 +41,32 @@ LOG = logging.getLogger(__name__)
 NVIDIA = '10de'
 
 _legacy_warned = False
+
+
+def check_nova() -> None:
+    """Refuse to load unless Nova's scheduler has what we read.
+
+    The allocation candidates on a HostState, the pools of its PCI stats
+    and the aggregate multiplier lookup are Nova internals; called when
+    nova-scheduler builds the filter or weigher, at its start.
+    """
+    problems = []
+    state = host_manager.HostState('host', 'node', None)
+    for name in ('allocation_candidates', 'pci_stats', 'aggregates'):
+        if not hasattr(state, name):
+            problems.append('HostState has no %s' % name)
+    if not hasattr(pci_stats.PciDeviceStats(None), 'pools'):
+        problems.append('PciDeviceStats has no pools')
+    params = tuple(inspect.signature(
+        scheduler_utils.get_weight_multiplier).parameters)
+    if params != ('host_state', 'multiplier_name', 'multiplier_config'):
+        problems.append('get_weight_multiplier takes (%s)'
+                        % ', '.join(params))
+    if problems:
+        raise nova_hooks.IncompatibleNova(
+            'nova-gpu-p2p\'s scheduler filter and weigher do not support '
+            'this Nova release: %s. Install a nova-gpu-p2p release made for '
+            'it.' % '; '.join(problems))
 
 
 def wants_one_clique(spec_obj) -> bool:

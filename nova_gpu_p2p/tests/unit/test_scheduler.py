@@ -1,0 +1,285 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""GPUP2PCliqueFilter and GPUP2PCliqueFitWeigher on Nova's host states.
+
+Nova's own HostState, PCI stats, weight handler and aggregate multiplier
+lookup; the allocation candidates are shaped as placement returns them.
+"""
+
+import logging
+
+import fixtures
+from nova import conf as nova_conf
+from nova import objects
+from nova.pci import stats as pci_stats
+from nova.scheduler import weights
+from nova.tests.unit.scheduler import fakes
+from oslo_config import fixture as config_fixture
+import testtools
+
+from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p import scheduler
+from nova_gpu_p2p.scheduler import host_view
+
+CONF = nova_conf.CONF
+ROOT = 'root-rp'
+
+
+def _spec(clique='required'):
+    extra = {} if clique is None else {'hw:gpu_p2p_clique': clique}
+    return objects.RequestSpec(
+        flavor=objects.Flavor(extra_specs=extra), num_instances=1)
+
+
+def _pools(*cliques, used=(), vendor='10de'):
+    """One pool per GPU provider gN, as a compute in placement reports."""
+    pools = []
+    for i, clique in enumerate(cliques):
+        pool = {'vendor_id': vendor, 'product_id': '2330', 'numa_node': 0,
+                'count': 0 if i in used else 1,
+                'address': '0000:%02x:00.0' % (i + 3), 'dev_type': 'type-PCI',
+                'rp_uuid': 'g%d' % i}
+        if clique is not None:
+            pool['gpu_p2p_clique'] = str(clique)
+        pools.append(objects.PciDevicePool.from_dict(pool))
+    return objects.PciDevicePoolList(objects=pools)
+
+
+def _candidate(*gpus, nic=None):
+    mappings = {'': [ROOT]}
+    mappings.update(('req-%d' % i, ['g%d' % gpu])
+                    for i, gpu in enumerate(gpus))
+    if nic:
+        mappings['nic-req-0'] = [nic]
+    return {'mappings': mappings,
+            'allocations': {rp: {} for rps in mappings.values()
+                            for rp in rps}}
+
+
+def _host(name, pools, candidates, aggregates=()):
+    return fakes.FakeHostState(name, name, {
+        'pci_stats': pci_stats.PciDeviceStats(None, stats=pools),
+        'allocation_candidates': list(candidates),
+        'aggregates': list(aggregates), 'uuid': ROOT})
+
+
+class _Base(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(CONF))
+        self.conf.config(pci_in_placement=True, group='filter_scheduler')
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='nova_gpu_p2p.scheduler', level=logging.DEBUG))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_gpu_p2p.scheduler.host_view._legacy_warned', False))
+
+
+class TestFilter(_Base):
+
+    def setUp(self):
+        super().setUp()
+        self.filter = scheduler.GPUP2PCliqueFilter()
+
+    def test_issue_example(self):
+        # Clique 0 = g0..g3 with g3 free, clique 1 = g4, g5 free.
+        candidates = [_candidate(3, 4), _candidate(3, 5), _candidate(4, 5),
+                      _candidate(5, 4)]
+        host = _host('h', _pools(0, 0, 0, 0, 1, 1, used=(0, 1, 2)),
+                     candidates)
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.assertEqual([candidates[2], candidates[3]],
+                         host.allocation_candidates)
+
+    def test_best_fit_order(self):
+        # Clique 0: a free 4-clique; clique 1: a free pair.
+        candidates = [_candidate(0, 1), _candidate(0, 4), _candidate(4, 5),
+                      _candidate(2, 3)]
+        host = _host('h', _pools(0, 0, 0, 0, 1, 1), candidates)
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.assertEqual([candidates[2], candidates[0], candidates[3]],
+                         host.allocation_candidates)
+
+    def test_host_dropped_when_nothing_fits(self):
+        host = _host('h', _pools(0, 1, None), [_candidate(0, 1),
+                                               _candidate(1, 2)])
+        self.assertFalse(self.filter.host_passes(host, _spec()))
+        self.assertEqual([], host.allocation_candidates)
+        self.assertIn('no allocation candidate of', self.log.output)
+
+    def test_gpus_without_tag_are_in_no_clique(self):
+        host = _host('h', _pools(None, None), [_candidate(0, 1)])
+        self.assertFalse(self.filter.host_passes(host, _spec()))
+
+    def test_other_devices_of_the_candidate_do_not_count(self):
+        # A NIC from a second alias, and the compute node's own resources.
+        pools = _pools(0, 0, vendor='10de')
+        pools.objects.append(objects.PciDevicePool.from_dict(
+            {'vendor_id': '15b3', 'product_id': '101e', 'numa_node': 0,
+             'count': 4, 'rp_uuid': 'nic', 'address': '0000:81:00.0'}))
+        candidate = _candidate(0, 1, nic='nic')
+        host = _host('h', pools, [candidate])
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.assertEqual([candidate], host.allocation_candidates)
+
+    def test_request_without_gpus_passes_untouched(self):
+        candidates = [{'mappings': {'': [ROOT]}, 'allocations': {}}]
+        host = _host('h', _pools(0, 0), candidates)
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.assertEqual(candidates, host.allocation_candidates)
+
+    def test_other_modes_never_filtered_or_reordered(self):
+        candidates = [_candidate(0, 2), _candidate(0, 1), _candidate(2, 3)]
+        for clique in (None, 'none', 'auto', '3', 'bogus'):
+            host = _host('h', _pools(0, 0, 1, 1), candidates)
+            self.assertTrue(self.filter.host_passes(host, _spec(clique)))
+            self.assertEqual(candidates, host.allocation_candidates, clique)
+
+    def test_legacy_tracking_passes_and_warns_once(self):
+        self.conf.config(pci_in_placement=False, group='filter_scheduler')
+        candidates = [_candidate(0, 1)]
+        for _ in range(3):
+            host = _host('h', _pools(0, 1), candidates)
+            self.assertTrue(self.filter.host_passes(host, _spec()))
+            self.assertEqual(candidates, host.allocation_candidates)
+        self.assertEqual(1, self.log.output.count(
+            'GPUP2PCliqueFilter: [filter_scheduler] pci_in_placement is '
+            'off'))
+
+    def test_never_raises(self):
+        host = _host('h', _pools(0, 0), [_candidate(0, 1)])
+        self.useFixture(fixtures.MockPatchObject(
+            host_view, 'gpus', side_effect=KeyError('boom')))
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.assertIn('could not judge the GPUs of host', self.log.output)
+
+    def test_not_run_on_rebuild(self):
+        self.assertFalse(self.filter.RUN_ON_REBUILD)
+
+    def test_runs_in_nova_filter_handler(self):
+        """Nova loads it by class path and runs it with its own handler."""
+        from nova.scheduler import filters
+
+        handler = filters.HostFilterHandler()
+        [cls] = handler.get_matching_classes(
+            ['nova_gpu_p2p.scheduler.GPUP2PCliqueFilter'])
+        fits = _host('a', _pools(0, 0, 1, 1), [_candidate(0, 1)])
+        apart = _host('b', _pools(0, 1, 2, 3), [_candidate(0, 1)])
+        passed = handler.get_filtered_objects([cls()], [fits, apart],
+                                              _spec())
+        self.assertEqual([fits], list(passed))
+
+
+class TestWeigher(_Base):
+
+    def weigh(self, hosts, spec=None):
+        handler = weights.HostWeightHandler()
+        weighers = handler.get_matching_classes(
+            ['nova.scheduler.weights.all_weighers',
+             'nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher'])
+        ours = [w() for w in weighers
+                if w is scheduler.GPUP2PCliqueFitWeigher]
+        self.assertEqual(1, len(ours))
+        return handler.get_weighed_objects(ours, hosts, spec or _spec())
+
+    def hosts(self):
+        pair = _host('pair', _pools(0, 0, 1, 1, used=(0, 1)),
+                     [_candidate(2, 3)])
+        four = _host('four', _pools(0, 0, 0, 0), [_candidate(0, 1)])
+        eight = _host('eight', _pools(*[0] * 8), [_candidate(0, 1)])
+        broken = _host('broken', _pools(0, 1), [_candidate(0, 1)])
+        return pair, four, eight, broken
+
+    def test_tightest_fit_first(self):
+        weighed = self.weigh(list(reversed(self.hosts())))
+        self.assertEqual(['pair', 'four', 'eight', 'broken'],
+                         [w.obj.host for w in weighed])
+        # Leftovers 0, 2, 6 and no fit (one below the loosest: -7),
+        # normalised to 0..1, times the default multiplier 10.
+        self.assertEqual([10.0, 7.143, 1.429, 0.0],
+                         [round(w.weight, 3) for w in weighed])
+
+    def test_other_modes_weigh_the_same(self):
+        for clique in (None, 'auto', 'none', '1'):
+            weighed = self.weigh(list(self.hosts()), _spec(clique))
+            self.assertEqual({0.0}, {w.weight for w in weighed}, clique)
+
+    def test_legacy_tracking_weighs_the_same(self):
+        self.conf.config(pci_in_placement=False, group='filter_scheduler')
+        self.assertEqual({0.0}, {w.weight for w in
+                                 self.weigh(list(self.hosts()))})
+
+    def test_multiplier_from_config(self):
+        self.conf.config(clique_fit_weight_multiplier=-1.0, group='gpu_p2p')
+        weighed = self.weigh(list(self.hosts()))
+        self.assertEqual('broken', weighed[0].obj.host)
+
+    def test_multiplier_from_aggregate(self):
+        pair, four, eight, broken = self.hosts()
+        pair.aggregates = [objects.Aggregate(
+            id=1, name='gpu', hosts=['pair'],
+            metadata={'gpu_p2p_clique_fit_weight_multiplier': '0'})]
+        weighed = self.weigh([pair, four, eight, broken])
+        self.assertEqual(['four', 'eight', 'pair', 'broken'],
+                         [w.obj.host for w in weighed])
+
+    def test_weighs_what_the_filter_left(self):
+        host = _host('h', _pools(0, 0, 0, 0, 1, 1),
+                     [_candidate(0, 1), _candidate(4, 5)])
+        self.assertTrue(scheduler.GPUP2PCliqueFilter().host_passes(
+            host, _spec()))
+        weigher = scheduler.GPUP2PCliqueFitWeigher()
+        self.assertEqual(-0.0, weigher._weigh_object(host, _spec()))
+
+    def test_error_weighs_as_no_fit(self):
+        pair, four, _, _ = self.hosts()
+        self.useFixture(fixtures.MockPatchObject(
+            host_view, 'fits', side_effect=[ValueError('x'),
+                                            ([], True)] * 3))
+        weighed = self.weigh([pair, four])
+        self.assertEqual({0.0}, {w.weight for w in weighed})
+        self.assertIn('could not weigh the GPUs of host', self.log.output)
+
+
+class TestCheckNova(testtools.TestCase):
+
+    def test_this_nova_is_accepted(self):
+        host_view.check_nova()
+
+    def test_missing_candidates_refused_at_start(self):
+        from nova.scheduler import host_manager
+
+        real_init = host_manager.HostState.__init__
+
+        def init(state, *args, **kwargs):
+            real_init(state, *args, **kwargs)
+            del state.allocation_candidates
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.host_manager.HostState.__init__', init))
+        for cls in (scheduler.GPUP2PCliqueFilter,
+                    scheduler.GPUP2PCliqueFitWeigher):
+            exc = self.assertRaises(nova_hooks.IncompatibleNova, cls)
+            self.assertIn('HostState has no allocation_candidates',
+                          str(exc))
+
+    def test_changed_multiplier_lookup_refused(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.utils.get_weight_multiplier',
+            lambda host_state, name: 1.0))
+        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+                                host_view.check_nova)
+        self.assertIn('get_weight_multiplier takes (host_state, name)',
+                      str(exc))
