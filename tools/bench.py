@@ -21,14 +21,19 @@ have one source. Besides time: the decision quality of four strategies on
 every corpus host (:data:`DECISION_QUALITY`), how XML generation scales
 with GPUs and NUMA nodes (:data:`SCALE`), the memory of the cached
 topology (:data:`MEMORY`), config space through nova-compute's privsep
-daemon, per call and batched (:data:`PRIVSEP`, as root), and how long a
-greenthread waits while discovery runs under eventlet (:data:`STALL`).
+daemon, per call and batched (:data:`PRIVSEP`, as root), how long a
+greenthread waits while discovery runs under eventlet (:data:`STALL`), and
+``hw:gpu_p2p_clique=required`` scheduling on a simulated cloud of corpus
+hosts, Nova's order against the clique filter and best fit
+(:data:`SCHEDULING`).
 """
 
 import argparse
 import atexit
+import collections
 from collections.abc import Callable
 import ctypes
+import dataclasses
 import functools
 import gc
 import json
@@ -53,10 +58,12 @@ from oslo_config import cfg  # noqa: E402
 from nova_gpu_p2p import conf  # noqa: E402
 from nova_gpu_p2p import extra_specs  # noqa: E402
 from nova_gpu_p2p import privsep  # noqa: E402
+from nova_gpu_p2p.scheduler import clique_fit  # noqa: E402
 from nova_gpu_p2p.tests.fixtures import hosts  # noqa: E402
 from nova_gpu_p2p.tests.fixtures import sysfs_builder  # noqa: E402
 from nova_gpu_p2p.tests.functional import cloud_runner  # noqa: E402
 from nova_gpu_p2p.tests.functional import decision_quality  # noqa: E402
+from nova_gpu_p2p.tests import scheduling_sim  # noqa: E402
 from nova_gpu_p2p.topology import discovery  # noqa: E402
 from nova_gpu_p2p.topology import pci_config  # noqa: E402
 from nova_gpu_p2p.topology import sysfs  # noqa: E402
@@ -422,6 +429,99 @@ def print_topology_memory(result: dict, timings: dict) -> None:
             DISCOVERY_GOAL_S * 1e3,
             'met' if goal['seconds_per_call'] < DISCOVERY_GOAL_S
             else 'MISSED'))
+
+
+#: ``required`` boots and deletes on a simulated cloud of corpus hosts.
+SCHEDULING = 'clique_scheduling'
+SCHEDULING_SEED = 14
+SCHEDULING_OPS = 2000
+SCHEDULING_ROUNDS = 3
+SCHEDULING_COLUMNS = (
+    ('placed_first', 'placed 1st try'),
+    ('placed_rescheduled', 'after resched.'),
+    ('rejected_fit_free', 'rej. fit free'),
+    ('rejected_no_fit', 'rej. no fit'),
+    ('refusals', 'refusals'),
+)
+
+
+def _cliques(host: scheduling_sim.Host) -> str:
+    """``16 GPUs: 8 x 2``, ``6 GPUs: 1 x 5, 1 alone``."""
+    sizes = collections.Counter(
+        size for group, size in clique_fit.free_per_group(
+            host.gpus).items() if group.clique is not None)
+    alone = sum(gpu.clique is None for gpu in host.gpus)
+    parts = ['%d x %d' % (n, size) for size, n in sorted(sizes.items())]
+    if alone:
+        parts.append('%d alone' % alone)
+    return '%d GPUs: %s' % (len(host.gpus), ', '.join(parts))
+
+
+def clique_scheduling() -> dict:
+    """Each policy and host order on one seeded sequence; best-of time."""
+    cloud = scheduling_sim.corpus_cloud()
+    capacity = sum(len(host.gpus) for host in cloud)
+    ops = scheduling_sim.random_ops(SCHEDULING_OPS, SCHEDULING_SEED,
+                                    capacity)
+    runs = []
+    for order in scheduling_sim.HostOrder:
+        for policy in scheduling_sim.Policy:
+            run = functools.partial(scheduling_sim.replay, cloud, ops,
+                                    policy, order)
+            outcomes = run()
+            runs.append({
+                'policy': policy.value, 'order': order.value,
+                'seconds': _best(run, SCHEDULING_ROUNDS),
+                'metrics': dataclasses.asdict(
+                    scheduling_sim.metrics(outcomes)),
+                'by_size': {size: dataclasses.asdict(scheduling_sim.metrics(
+                    [o for o in outcomes if o.boot.gpus == size]))
+                    for size in scheduling_sim.SIZES}})
+    return {'seed': SCHEDULING_SEED, 'ops': len(ops),
+            'boots': runs[0]['metrics']['boots'],
+            'sizes': scheduling_sim.SIZES,
+            'size_weights': scheduling_sim.SIZE_WEIGHTS,
+            'load': scheduling_sim.LOAD, 'gpus': capacity,
+            'max_attempts': scheduling_sim.MAX_ATTEMPTS,
+            'hosts': {host.name: _cliques(host) for host in cloud},
+            'runs': runs}
+
+
+def print_clique_scheduling(result: dict) -> None:
+    print('\nClique scheduling, simulated (nova_gpu_p2p/tests/'
+          'scheduling_sim.py): seed %d, %d ops, %d hw:gpu_p2p_clique='
+          'required boots of %s GPUs (weights %s) and deletes, offered load '
+          '%.2f x %d GPUs, [scheduler] max_attempts %d' % (
+              result['seed'], result['ops'], result['boots'],
+              '/'.join(map(str, result['sizes'])),
+              ':'.join(map(str, result['size_weights'])), result['load'],
+              result['gpus'], result['max_attempts']))
+    for name, cliques in result['hosts'].items():
+        print('  %-30s %s' % (name, cliques))
+    header = '  %-7s %-9s' % ('order', 'policy') + ''.join(
+        ' %14s' % title for _, title in SCHEDULING_COLUMNS) + (
+        ' %6s %9s %9s %8s' % ('free', 'idle brk.', 'stranded', 'sim ms'))
+    print(header)
+    for run in result['runs']:
+        found = run['metrics']
+        print('  %-7s %-9s' % (run['order'], run['policy']) + ''.join(
+            ' %14d' % found[key] for key, _ in SCHEDULING_COLUMNS)
+            + ' %6.1f %9.2f %9.2f %8.1f' % (
+                found['mean_free'], found['mean_idle_broken'],
+                found['mean_stranded'], run['seconds'] * 1e3))
+    print('\n  Rejected by size, fit free / no fit:')
+    for run in result['runs']:
+        print('  %-7s %-9s' % (run['order'], run['policy']) + ''.join(
+            '  %dG %d/%d' % (size, found['rejected_fit_free'],
+                             found['rejected_no_fit'])
+            for size, found in run['by_size'].items()))
+    print('\n  rej. fit free: rejected while some host had enough free GPUs '
+          'in one clique (goal 0); rej. no fit: nothing fitted anywhere; '
+          'refusals: compute refusals (reschedules); free, idle brk., '
+          'stranded: mean over boots of the free GPUs, of those in cliques '
+          'with some GPU in use, and of those last free in their clique; '
+          'order spread: most free GPUs first, stack: fewest (Nova\'s '
+          'PCIWeigher)')
 
 
 #: Config space through nova-compute's privsep daemon (as root only).
@@ -825,7 +925,8 @@ def main(argv: list[str]) -> int:
     clouds = {GUEST_XML: guest_xml, DECISION_QUALITY: decision_quality_run,
               SCALE: guest_xml_scale}
     children = {PRIVSEP: privsep_reads, STALL: greenthread_stall}
-    known = set(BENCHMARKS) | set(clouds) | set(children) | {MEMORY}
+    known = (set(BENCHMARKS) | set(clouds) | set(children)
+             | {MEMORY, SCHEDULING})
     unknown = set(args.names) - known
     if unknown:
         parser.error('unknown benchmark(s): %s; known: %s' % (
@@ -836,6 +937,8 @@ def main(argv: list[str]) -> int:
     timed = list(results)
     if MEMORY in names:
         results[MEMORY] = topology_memory()
+    if SCHEDULING in names:
+        results[SCHEDULING] = clique_scheduling()
     for name, run in children.items():
         if name in names:
             results[name] = run()
@@ -859,6 +962,8 @@ def main(argv: list[str]) -> int:
         print_guest_xml_scale(results[SCALE])
     if MEMORY in results:
         print_topology_memory(results[MEMORY], results)
+    if SCHEDULING in results:
+        print_clique_scheduling(results[SCHEDULING])
     if PRIVSEP in results:
         print_privsep_reads(results[PRIVSEP])
     if STALL in results:
