@@ -18,17 +18,65 @@ Since microversion 2.86 Nova rejects any key in the ``hw:`` namespace that no
 validator claims, so without this module ``openstack flavor set --property
 hw:gpu_p2p_clique=auto`` fails. Loaded by Nova through the
 ``nova.api.extra_spec_validators`` entry point.
+
+It also fills a gap in Nova 34: its libvirt driver reads
+``hw:maxphysaddr_mode`` and ``hw:maxphysaddr_bits``, which large-BAR GPUs
+need for their 64-bit PCI hole, but its API has no validators for them, so
+at 2.86 and later it refuses both. Ours are registered only while no
+validator of Nova's own claims those keys.
 """
+
+from collections.abc import Callable
+from collections.abc import Iterable
+import importlib.metadata
+import re
 
 from nova.api.validation.extra_specs import base
 from nova import exception
+from nova.objects import fields
 
 from nova_gpu_p2p import extra_specs
 
+#: Nova's entry point group, and the package of its own validators in it.
+ENTRY_POINT_GROUP = 'nova.api.extra_spec_validators'
+NOVA_VALIDATORS_PACKAGE = 'nova.api.validation.extra_specs.'
 
-_PARSERS = {
+MAXPHYSADDR_MODE_KEY = 'hw:maxphysaddr_mode'
+MAXPHYSADDR_BITS_KEY = 'hw:maxphysaddr_bits'
+#: The modes Nova's libvirt driver writes to ``<maxphysaddr mode=...>``.
+MAXPHYSADDR_MODES = tuple(fields.MaxPhyAddrMode.ALL)
+MAXPHYSADDR_MODE_ALLOWED = ' or '.join(MAXPHYSADDR_MODES)
+#: QEMU refuses to start an x86-64 guest whose phys-bits lie outside 32 to
+#: TARGET_PHYS_ADDR_SPACE_BITS (52).
+MIN_PHYS_BITS = 32
+MAX_PHYS_BITS = 52
+MAXPHYSADDR_BITS_ALLOWED = (
+    f'integers from {MIN_PHYS_BITS} to {MAX_PHYS_BITS} (QEMU\'s x86-64 '
+    f'phys-bits)')
+
+
+def parse_maxphysaddr_mode(value: str) -> str:
+    """Nova's own check is at boot; the API should refuse it up front."""
+    if value not in MAXPHYSADDR_MODES:
+        raise extra_specs.InvalidExtraSpec(
+            MAXPHYSADDR_MODE_KEY, value, MAXPHYSADDR_MODE_ALLOWED)
+    return value
+
+
+def parse_maxphysaddr_bits(value: str) -> int:
+    """Nova takes any integer; QEMU would refuse the guest at start."""
+    if not (value.isascii() and value.isdigit()
+            and MIN_PHYS_BITS <= int(value) <= MAX_PHYS_BITS):
+        raise extra_specs.InvalidExtraSpec(
+            MAXPHYSADDR_BITS_KEY, value, MAXPHYSADDR_BITS_ALLOWED)
+    return int(value)
+
+
+_PARSERS: dict[str, Callable[[str], object]] = {
     extra_specs.CLIQUE_KEY: extra_specs.parse_clique,
     extra_specs.NUMA_AFFINITY_KEY: extra_specs.parse_numa_affinity,
+    MAXPHYSADDR_MODE_KEY: parse_maxphysaddr_mode,
+    MAXPHYSADDR_BITS_KEY: parse_maxphysaddr_bits,
 }
 
 
@@ -83,6 +131,65 @@ EXTRA_SPEC_VALIDATORS = [
 ]
 
 
+#: Nova's own keys that Nova 34's API lacks validators for.
+NOVA_GAP_VALIDATORS = [
+    _ParsedValidator(
+        name=MAXPHYSADDR_MODE_KEY,
+        description=(
+            'The guest CPU\'s physical address bits (Nova\'s libvirt '
+            'driver, <maxphysaddr>): "passthrough" gives the guest the '
+            'host\'s, "emulate" the number in hw:maxphysaddr_bits. '
+            'Large-BAR GPUs need enough bits for their 64-bit PCI hole. '
+            'Validated by nova-gpu-p2p while Nova has no validator for it.'),
+        value={
+            'type': str,
+            'description': MAXPHYSADDR_MODE_ALLOWED,
+            'enum': list(MAXPHYSADDR_MODES),
+        },
+    ),
+    _ParsedValidator(
+        name=MAXPHYSADDR_BITS_KEY,
+        description=(
+            'The guest CPU\'s physical address bits with '
+            'hw:maxphysaddr_mode=emulate (Nova\'s libvirt driver, '
+            '<maxphysaddr bits>); Nova schedules to hosts with at least '
+            'as many. Validated by nova-gpu-p2p while Nova has no '
+            'validator for it.'),
+        value={
+            'type': int,
+            'description': MAXPHYSADDR_BITS_ALLOWED,
+            'min': MIN_PHYS_BITS,
+            'max': MAX_PHYS_BITS,
+        },
+    ),
+]
+
+
+def nova_validators() -> list[base.ExtraSpecValidator]:
+    """The validators Nova's own plugins register."""
+    found = []
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if entry.module.startswith(NOVA_VALIDATORS_PACKAGE):
+            found.extend(entry.load().register())
+    return found
+
+
+def unclaimed(ours: Iterable[base.ExtraSpecValidator],
+              theirs: Iterable[base.ExtraSpecValidator]
+              ) -> list[base.ExtraSpecValidator]:
+    """Those of ``ours`` whose key no validator of ``theirs`` matches."""
+    patterns = [validator.name_regex for validator in theirs]
+    return [validator for validator in ours
+            if not any(re.fullmatch(pattern, validator.name)
+                       for pattern in patterns)]
+
+
 def register() -> list[base.ExtraSpecValidator]:
-    """Nova's extension hook: the validators this package adds."""
-    return EXTRA_SPEC_VALIDATORS
+    """Nova's extension hook: the validators this package adds.
+
+    Nova loads every plugin, in no defined order, and the last validator
+    registered for a name wins: ours for Nova's keys would replace Nova's
+    own once it has them, so they are left out then.
+    """
+    return EXTRA_SPEC_VALIDATORS + unclaimed(NOVA_GAP_VALIDATORS,
+                                             nova_validators())

@@ -19,8 +19,12 @@ from unittest import mock
 from nova.api.validation.extra_specs import validators
 from nova.tests.functional.api import client
 
+from nova_gpu_p2p import extra_spec_validators
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.tests.functional import base
+
+MODE_ALLOWED = extra_spec_validators.MAXPHYSADDR_MODE_ALLOWED
+BITS_ALLOWED = extra_spec_validators.MAXPHYSADDR_BITS_ALLOWED
 
 
 class FlavorExtraSpecAPITest(base.APITestBase):
@@ -46,25 +50,31 @@ class FlavorExtraSpecAPITest(base.APITestBase):
                 value,
                 self.admin_api.get_extra_specs(self.flavor_id)[
                     'hw:gpu_p2p_clique'])
-        for value in ('none', 'preferred', 'required'):
-            self.set_spec('hw:gpu_numa_affinity', value)
-            self.assertEqual(
-                value,
-                self.admin_api.get_extra_specs(self.flavor_id)[
-                    'hw:gpu_numa_affinity'])
+        for key, values in (
+                ('hw:gpu_numa_affinity', ('none', 'preferred', 'required')),
+                ('hw:maxphysaddr_mode', ('passthrough', 'emulate')),
+                ('hw:maxphysaddr_bits', ('32', '46', '52'))):
+            for value in values:
+                self.set_spec(key, value)
+                self.assertEqual(
+                    value,
+                    self.admin_api.get_extra_specs(self.flavor_id)[key])
 
     def test_bad_values_rejected_naming_key_and_allowed_values(self):
         for key, value, allowed in (
                 ('hw:gpu_p2p_clique', '16', extra_specs.CLIQUE_ALLOWED),
                 ('hw:gpu_p2p_clique', 'foo', extra_specs.CLIQUE_ALLOWED),
                 ('hw:gpu_numa_affinity', 'strict',
-                 extra_specs.NUMA_AFFINITY_ALLOWED)):
+                 extra_specs.NUMA_AFFINITY_ALLOWED),
+                ('hw:maxphysaddr_mode', 'host', MODE_ALLOWED),
+                ('hw:maxphysaddr_bits', '31', BITS_ALLOWED),
+                ('hw:maxphysaddr_bits', '64', BITS_ALLOWED),
+                ('hw:maxphysaddr_bits', 'host', BITS_ALLOWED)):
             text = self.assertRejected(key, value)
             self.assertIn(key, text)
             self.assertIn("'%s'" % value, text)
             self.assertIn(allowed, text)
-        self.assertNotIn('hw:gpu_p2p_clique',
-                         self.admin_api.get_extra_specs(self.flavor_id))
+        self.assertEqual({}, self.admin_api.get_extra_specs(self.flavor_id))
 
     def test_old_microversion_does_not_validate(self):
         # Before 2.86 Nova stores any extra spec: the driver's parser is the
@@ -93,10 +103,13 @@ class FlavorExtraSpecAPITest(base.APITestBase):
             validators.load_validators()
             self.assertIn('gpu_p2p', seen)
             for key, value in (('hw:gpu_p2p_clique', 'auto'),
-                               ('hw:gpu_numa_affinity', 'preferred')):
+                               ('hw:gpu_numa_affinity', 'preferred'),
+                               ('hw:maxphysaddr_mode', 'emulate'),
+                               ('hw:maxphysaddr_bits', '46')):
                 text = self.assertRejected(key, value)
                 self.assertIn(
                     "extra spec '%s' does not appear to be a valid" % key,
                     text)
-        # And with it back, the same request succeeds.
+        # And with it back, the same requests succeed.
         self.set_spec('hw:gpu_p2p_clique', 'auto')
+        self.set_spec('hw:maxphysaddr_bits', '46')
