@@ -18,12 +18,14 @@ Nova's API, conductor, scheduler, placement and nova-compute run in this
 process, nova-compute with our driver over Nova's libvirt test double
 (libvirt 10.0, QEMU 8.2). The built-in host is HGX-like: eight H100s on
 NVSwitches, four NICs beside them, two NUMA nodes. One server gets all
-eight GPUs, the four NICs and two NUMA cells; the demo prints the cliques,
-the expander-bus layout, the vCPU pinning, the NCCL topology the guest
-agent writes inside that guest, and the domain XML Nova defined.
+eight GPUs, the four NICs and two NUMA cells; the demo prints the nova.conf
+line that loads the driver, the cliques, the expander-bus layout, the vCPU
+pinning and the NCCL topology the guest agent writes inside that guest,
+and writes the domain XML Nova defined to a file (``--xml``).
 Exits non-zero when the server does not go ACTIVE.
 """
 
+import argparse
 import contextlib
 import io
 import os
@@ -56,13 +58,26 @@ def _cpus(cpus: list[int]) -> str:
     return ','.join(str(cpu) for cpu in cpus)
 
 
-def report(found) -> None:
-    """Print one run of ``HGXCloud.demo`` for people."""
+#: Where the domain XML goes unless ``--xml`` says otherwise.
+DEFAULT_XML = os.path.join(tempfile.gettempdir(),
+                           'nova-gpu-p2p-demo-domain.xml')
+
+
+def report(found, xml_path: str = DEFAULT_XML) -> None:
+    """Print one run of ``HGXCloud.demo`` for people.
+
+    The domain XML (some 300 lines) goes to ``xml_path``, or after the
+    summary when that is ``-``, so that the summary is what is read first.
+    """
     from nova_gpu_p2p.tests.functional import demo_cloud
 
     topology = found.topology
     print('nova-gpu-p2p demo: Nova API, conductor, scheduler, placement and '
-          'nova-compute in one process; compute_driver = %s' % found.driver)
+          'nova-compute in one process, nova-compute with this nova.conf:')
+    print('\n  [DEFAULT]\n  compute_driver = %s' % found.compute_driver)
+    print('\n  (Nova loads nova.virt.%s: the one-line module nova/virt/'
+          'gpu_p2p.py that this package installs into Nova gives it %s.)'
+          % (found.compute_driver, found.driver))
 
     _title('Host %s (corpus host %s): libvirt %s, QEMU %s' % (
         demo_cloud.HOSTNAME, demo_cloud.CORPUS_HOST,
@@ -158,8 +173,14 @@ def report(found) -> None:
     _title('Inside the guest: NCCL\'s topology from nova-gpu-p2p-guest')
     print(_agent_output(xml))
 
+    text = etree.tostring(xml, pretty_print=True, encoding='unicode')
     _title('Domain XML Nova defined')
-    print(etree.tostring(xml, pretty_print=True, encoding='unicode'))
+    if xml_path == '-':
+        print(text, end='')
+    else:
+        with open(xml_path, 'w', encoding='utf-8') as out:
+            out.write(text)
+        print('  %d lines written to %s' % (text.count('\n'), xml_path))
 
 
 def _agent_output(xml) -> str:
@@ -182,9 +203,15 @@ def _agent_output(xml) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if argv:
-        print('usage: %s (no arguments)' % sys.argv[0], file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(
+        prog='tox -e demo --',
+        description='Boot an 8-GPU P2P server on an in-process Nova with '
+        'this driver and show what it built.')
+    parser.add_argument(
+        '--xml', metavar='PATH', default=DEFAULT_XML,
+        help='write the domain XML Nova defined here; "-" prints it after '
+        'the summary (default: %(default)s)')
+    args = parser.parse_args(argv)
     print('Starting Nova in process and booting the server (about 10 s)...',
           flush=True)
     try:
@@ -194,7 +221,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 1
     for result in found:
-        report(result)
+        report(result, args.xml)
     return 0
 
 

@@ -158,6 +158,8 @@ class Found:
     xml: etree._Element
     #: The compute driver class Nova loaded, module and name.
     driver: str
+    #: The ``[DEFAULT] compute_driver`` Nova loaded it by.
+    compute_driver: str
     #: (libvirt, QEMU) versions the host reports, as integers.
     versions: tuple[int, int]
     #: The effective [gpu_p2p] options.
@@ -407,6 +409,7 @@ class HGXCloud(base.GPUHostsTestBase):
             server=self.server,
             xml=self.domain_xml(self.server),
             driver='%s.%s' % (type(drv).__module__, type(drv).__qualname__),
+            compute_driver=CONF.compute_driver,
             versions=(drv._host.get_connection().getLibVersion(),
                       drv._host.get_connection().getVersion()),
             options={opt.dest: CONF.gpu_p2p[opt.dest]
