@@ -1,0 +1,205 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``tox -e pkg``: build the sdist and wheel as an operator would, and prove
+the wheel works on its own.
+
+Builds the sdist, then the wheel from it (so a file missing from the sdist
+fails here), runs ``twine check --strict`` on both, installs the wheel with
+its ``nvml`` extra into a fresh virtualenv with uv (from the package cache
+tox-uv shares), and there, outside this checkout, checks what Nova and an
+operator use: the console scripts, every entry point of setup.cfg, the
+driver shim ``nova.virt.gpu_p2p``, Nova's loading of our extra spec
+validators and the scheduler's filter and weigher.
+"""
+
+import argparse
+import configparser
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DISTRIBUTION = 'nova-gpu-p2p'
+#: The only file of ours in Nova's package; Nova's own __init__ files must
+#: never be in the wheel (installing it would replace Nova's).
+SHIM = 'nova/virt/gpu_p2p.py'
+NOT_OURS = ('nova/__init__.py', 'nova/virt/__init__.py')
+CONSOLE_SCRIPTS = ('nova-gpu-p2p', 'nova-gpu-p2p-guest')
+#: Classes nova.conf names, which nova-scheduler imports by path.
+SCHEDULER_CLASSES = ('nova_gpu_p2p.scheduler.GPUP2PCliqueFilter',
+                     'nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher')
+VALIDATED_KEYS = ('hw:gpu_p2p_clique', 'hw:gpu_numa_affinity')
+
+
+class PackageError(Exception):
+    """The built package is not what an operator needs."""
+
+
+def declared_entry_points(setup_cfg: str) -> dict[str, set[str]]:
+    """Group -> entry point names, as setup.cfg declares them."""
+    parser = configparser.ConfigParser()
+    parser.read(setup_cfg)
+    declared = {}
+    for group, lines in parser['options.entry_points'].items():
+        declared[group] = {line.split('=', 1)[0].strip()
+                           for line in lines.splitlines() if line.strip()}
+    return declared
+
+
+def _run(*command: str, cwd: str | None = None) -> str:
+    result = subprocess.run(command, cwd=cwd, capture_output=True,
+                            text=True)
+    if result.returncode:
+        raise PackageError('%s failed (exit %d):\n%s%s' % (
+            ' '.join(command), result.returncode, result.stdout,
+            result.stderr))
+    return result.stdout
+
+
+def _one(directory: str, suffix: str) -> str:
+    found = [name for name in os.listdir(directory) if name.endswith(suffix)]
+    if len(found) != 1:
+        raise PackageError('expected one %s in %s, found %s'
+                           % (suffix, directory, found))
+    return os.path.join(directory, found[0])
+
+
+def build(dist: str) -> tuple[str, str]:
+    """The sdist and the wheel built from it, in ``dist``."""
+    shutil.rmtree(dist, ignore_errors=True)
+    _run(sys.executable, '-m', 'build', '--installer', 'uv', '--outdir',
+         dist, ROOT)
+    return _one(dist, '.tar.gz'), _one(dist, '.whl')
+
+
+def install(wheel: str, venv: str, pins: list[str]) -> str:
+    """A fresh virtualenv with the wheel and its nvml extra; its python."""
+    shutil.rmtree(venv, ignore_errors=True)
+    _run(sys.executable, '-m', 'uv', 'venv', '--quiet', '--python',
+         sys.executable, venv)
+    python = os.path.join(venv, 'bin', 'python')
+    _run(sys.executable, '-m', 'uv', 'pip', 'install', '--quiet',
+         '--python', python, wheel + '[nvml]', *pins)
+    return python
+
+
+def check_installed(setup_cfg: str) -> list[str]:
+    """Run inside the new virtualenv: what works, or PackageError."""
+    from nova.api.validation.extra_specs import validators
+    from oslo_utils import importutils
+
+    import nova_gpu_p2p
+    from nova_gpu_p2p import driver
+
+    done = []
+    if not nova_gpu_p2p.__file__.startswith(sys.prefix):
+        raise PackageError('nova_gpu_p2p imported from %s, not from the '
+                           'virtualenv' % nova_gpu_p2p.__file__)
+    files = {str(path) for path in
+             importlib.metadata.files(DISTRIBUTION) or ()}
+    if SHIM not in files or files & set(NOT_OURS):
+        raise PackageError('the wheel must install %s and none of %s; it '
+                           'has %s' % (SHIM, NOT_OURS, sorted(
+                               f for f in files if f.startswith('nova/'))))
+    shim = importutils.import_class('nova.virt.gpu_p2p.GPUP2PLibvirtDriver')
+    if shim is not driver.GPUP2PLibvirtDriver:
+        raise PackageError('nova.virt.gpu_p2p gives %r' % shim)
+    done.append('compute_driver = gpu_p2p.GPUP2PLibvirtDriver loads %s.%s'
+                % (shim.__module__, shim.__name__))
+
+    ours = importlib.metadata.distribution(DISTRIBUTION).entry_points
+    for group, names in sorted(declared_entry_points(setup_cfg).items()):
+        installed = {ep.name: ep for ep in ours if ep.group == group}
+        if set(installed) != names:
+            raise PackageError('entry points %s: setup.cfg declares %s, the '
+                               'wheel has %s' % (group, sorted(names),
+                                                 sorted(installed)))
+        for entry in installed.values():
+            entry.load()
+        done.append('entry points %s: %s load' % (group, ', '.join(
+            sorted(names))))
+
+    for key in VALIDATED_KEYS:
+        if validators.VALIDATORS[key].__module__ != (
+                'nova_gpu_p2p.extra_spec_validators'):
+            raise PackageError('Nova did not load our validator for %s'
+                               % key)
+    done.append('Nova\'s API validates %s with ours' % ', '.join(
+        VALIDATED_KEYS))
+    for path in SCHEDULER_CLASSES:
+        importutils.import_class(path)
+    done.append('nova-scheduler can load %s' % ', '.join(SCHEDULER_CLASSES))
+    importutils.import_module('pynvml')
+    done.append('the nvml extra installed pynvml')
+
+    bin_dir = os.path.dirname(sys.executable)
+    for script in CONSOLE_SCRIPTS:
+        output = _run(os.path.join(bin_dir, script), '--help')
+        if 'usage:' not in output:
+            raise PackageError('%s --help printed no usage:\n%s'
+                               % (script, output))
+    done.append('%s --help work' % ' and '.join(CONSOLE_SCRIPTS))
+    return done
+
+
+def _size(path: str) -> str:
+    return '%s (%d KiB)' % (os.path.basename(path),
+                            os.path.getsize(path) // 1024)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--dist', default=os.path.join(ROOT, 'dist'),
+                        help='where to build (emptied first)')
+    parser.add_argument('--venv', default=os.path.join(ROOT, 'dist', 'venv'),
+                        help='the virtualenv to install into (made anew)')
+    parser.add_argument('--inside', action='store_true',
+                        help=argparse.SUPPRESS)
+    parser.add_argument('pins', nargs='*', metavar='REQUIREMENT',
+                        help='installed beside the wheel, e.g. nova==34.0.0')
+    args = parser.parse_args(argv)
+    setup_cfg = os.path.join(ROOT, 'setup.cfg')
+    try:
+        if args.inside:
+            for line in check_installed(setup_cfg):
+                print('  ok: %s' % line)
+            return 0
+        start = time.monotonic()
+        sdist, wheel = build(args.dist)
+        built = time.monotonic()
+        print('Built %s and %s in %.0f s' % (_size(sdist), _size(wheel),
+                                             built - start))
+        print(_run(sys.executable, '-m', 'twine', '--no-color', 'check',
+                   '--strict', sdist, wheel).rstrip())
+        python = install(wheel, args.venv, args.pins)
+        installed = time.monotonic()
+        print('Installed the wheel[nvml] into %s in %.0f s' % (
+            args.venv, installed - built))
+        # From outside the checkout, so that only the installed copy
+        # can be imported.
+        print(_run(python, os.path.abspath(__file__), '--inside',
+                   cwd=args.venv).rstrip())
+        print('Package checks passed in %.0f s' % (time.monotonic() - start))
+    except PackageError as exc:
+        print('Package check failed: %s' % exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
