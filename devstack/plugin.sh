@@ -15,7 +15,8 @@
 
 # nova-gpu-p2p devstack plugin: installs the package where Nova runs, selects
 # the gpu_p2p compute driver and its [gpu_p2p] options, optionally a [pci]
-# alias and device_spec, the scheduler filters and a P2P flavor.
+# alias and device_spec (with each GPU's clique), PCI devices in placement,
+# the scheduler filters and weigher, and a P2P flavor.
 #
 # devstack sources this file as `plugin.sh MODE [PHASE]`, with its own
 # helpers (iniset, pip_install, ...) and globals (NOVA_CONF, NOVA_BIN_DIR,
@@ -32,10 +33,14 @@ _GPU_P2P_OPTIONS="topology_backend sysfs_root static_topology_file p2p_level
 acs_policy clique_map expander_bus_grouping align_device_types
 guest_numa_distances pcihole64 guest_topology clique_fit_weight_multiplier
 report_traits"
-_GPU_P2P_FILTERS="PciPassthroughFilter NUMATopologyFilter"
-# Nova's own [filter_scheduler] enabled_filters default, for a nova.conf
-# that sets none (devstack's always does).
+_GPU_P2P_CLIQUE_FILTER=nova_gpu_p2p.scheduler.GPUP2PCliqueFilter
+_GPU_P2P_WEIGHER=nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher
+_GPU_P2P_FILTERS="PciPassthroughFilter NUMATopologyFilter GPUP2PCliqueFilter"
+# Nova's own [filter_scheduler] defaults, for a nova.conf that sets none
+# (devstack's always sets enabled_filters, never the other two).
 _GPU_P2P_NOVA_FILTERS=ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter
+_GPU_P2P_NOVA_AVAILABLE_FILTERS=nova.scheduler.filters.all_filters
+_GPU_P2P_NOVA_WEIGHERS=nova.scheduler.weights.all_weighers
 # The nvml extra of setup.cfg, installed with the nvml topology backend.
 _GPU_P2P_NVML_REQUIREMENT="nvidia-ml-py>=12.535.0"
 
@@ -159,38 +164,106 @@ function _gpu_p2p_pci_device_spec {
         "${GPU_P2P_VENDOR_ID,,}" "${GPU_P2P_PRODUCT_ID,,}"
 }
 
-function _gpu_p2p_add_filters {
-    local file=$1
-    local filters filter
-    filters=$(iniget "$file" filter_scheduler enabled_filters)
-    filters=${filters// /}
-    filters=${filters:-$_GPU_P2P_NOVA_FILTERS}
-    for filter in $_GPU_P2P_FILTERS; do
-        if [[ ",$filters," != *",$filter,"* ]]; then
-            filters=$filters,$filter
-        fi
-    done
-    iniset "$file" filter_scheduler enabled_filters "$filters"
+# The GPUs' [pci] device_spec lines with their clique trait and tag, as
+# nova-gpu-p2p topology --device-spec prints them for this host. As root,
+# as nova-compute's privsep reads it: ACS settings need CAP_SYS_ADMIN.
+function _gpu_p2p_clique_device_specs {
+    sudo "$NOVA_BIN_DIR/nova-gpu-p2p" topology --device-spec \
+        --config-file "$NOVA_CONF"
 }
 
-function _gpu_p2p_remove_filters {
+# Remove from FILE the [pci] device_spec lines that carry a GPU's clique:
+# the gpu_p2p_clique tag is ours alone.
+function _gpu_p2p_remove_clique_device_specs {
     local file=$1
-    local filters filter kept=""
-    filters=$(iniget "$file" filter_scheduler enabled_filters)
-    if [[ -z "$filters" ]]; then
+    local tmp
+    tmp=$(mktemp)
+    awk '
+        /^\[.*\]/ { in_section = (index($0, "[pci]") == 1) }
+        in_section && /^device_spec[ \t]*=/ && /"gpu_p2p_clique"/ { next }
+        { print }' "$file" >"$tmp"
+    cat "$tmp" >"$file"
+    rm -f "$tmp"
+}
+
+# Add ITEMS to the comma separated list OPTION of [SECTION], starting from
+# NOVA_DEFAULT when nova.conf has none.
+function _gpu_p2p_list_add {
+    local file=$1 section=$2 option=$3 nova_default=$4
+    shift 4
+    local value item
+    value=$(iniget "$file" "$section" "$option")
+    value=${value// /}
+    value=${value:-$nova_default}
+    for item in "$@"; do
+        if [[ ",$value," != *",$item,"* ]]; then
+            value=$value,$item
+        fi
+    done
+    iniset "$file" "$section" "$option" "$value"
+}
+
+# Remove ITEMS from that list; the option goes where nothing is left but
+# NOVA_DEFAULT, which then applies as before stack.
+function _gpu_p2p_list_remove {
+    local file=$1 section=$2 option=$3 nova_default=$4
+    shift 4
+    local value item kept=""
+    value=$(iniget "$file" "$section" "$option")
+    if [[ -z "$value" ]]; then
         return 0
     fi
     local -a names
-    IFS=, read -r -a names <<<"${filters// /}"
-    for filter in "${names[@]}"; do
-        if [[ " $_GPU_P2P_FILTERS " != *" $filter "* ]]; then
-            kept=${kept:+$kept,}$filter
+    IFS=, read -r -a names <<<"${value// /}"
+    for item in "${names[@]}"; do
+        if [[ " $* " != *" $item "* ]]; then
+            kept=${kept:+$kept,}$item
         fi
     done
-    if [[ -n "$kept" ]]; then
-        iniset "$file" filter_scheduler enabled_filters "$kept"
+    if [[ -n "$kept" && "$kept" != "$nova_default" ]]; then
+        iniset "$file" "$section" "$option" "$kept"
     else
-        inidelete "$file" filter_scheduler enabled_filters
+        inidelete "$file" "$section" "$option"
+    fi
+}
+
+# The filters and the weigher. available_filters is multi valued: a value
+# of ours alone would replace Nova's default, so that is written too.
+function _gpu_p2p_add_scheduler_classes {
+    local file=$1
+    # shellcheck disable=SC2086
+    _gpu_p2p_list_add "$file" filter_scheduler enabled_filters \
+        "$_GPU_P2P_NOVA_FILTERS" $_GPU_P2P_FILTERS
+    if ! ini_has_option "$file" filter_scheduler available_filters; then
+        iniset "$file" filter_scheduler available_filters \
+            "$_GPU_P2P_NOVA_AVAILABLE_FILTERS"
+    fi
+    _gpu_p2p_ini_add "$file" filter_scheduler available_filters \
+        "$_GPU_P2P_CLIQUE_FILTER"
+    _gpu_p2p_list_add "$file" filter_scheduler weight_classes \
+        "$_GPU_P2P_NOVA_WEIGHERS" "$_GPU_P2P_WEIGHER"
+}
+
+function _gpu_p2p_remove_scheduler_classes {
+    local file=$1
+    # shellcheck disable=SC2086
+    _gpu_p2p_list_remove "$file" filter_scheduler enabled_filters \
+        "$_GPU_P2P_NOVA_FILTERS" $_GPU_P2P_FILTERS
+    _gpu_p2p_ini_remove "$file" filter_scheduler \
+        "available_filters = $_GPU_P2P_CLIQUE_FILTER"
+    if [[ "$(iniget_multiline "$file" filter_scheduler available_filters)" == \
+            "$_GPU_P2P_NOVA_AVAILABLE_FILTERS" ]]; then
+        inidelete "$file" filter_scheduler available_filters
+    fi
+    _gpu_p2p_list_remove "$file" filter_scheduler weight_classes \
+        "$_GPU_P2P_NOVA_WEIGHERS" "$_GPU_P2P_WEIGHER"
+}
+
+# Drop OPTION of [SECTION] where it is still the True that stack set.
+function _gpu_p2p_remove_true {
+    local file=$1 section=$2 option=$3
+    if [[ "$(iniget "$file" "$section" "$option")" == True ]]; then
+        inidelete "$file" "$section" "$option"
     fi
 }
 
@@ -217,16 +290,46 @@ function configure_nova_gpu_p2p {
         fi
         if is_service_enabled n-cpu; then
             _gpu_p2p_ini_add "$NOVA_CONF" pci device_spec "$(_gpu_p2p_pci_device_spec)"
+            _gpu_p2p_add_clique_device_specs
+        fi
+    fi
+    if [[ "$GPU_P2P_PCI_IN_PLACEMENT" == True ]]; then
+        if is_service_enabled n-cpu; then
+            iniset "$NOVA_CONF" pci report_in_placement True
+        fi
+        # Nova reads it in nova-api and nova-conductor too.
+        if is_service_enabled n-api n-cond n-sch; then
+            iniset "$NOVA_CONF" filter_scheduler pci_in_placement True
         fi
     fi
     if is_service_enabled n-sch && [[ "$GPU_P2P_SCHEDULER_FILTERS" == True ]]; then
-        _gpu_p2p_add_filters "$NOVA_CONF"
+        _gpu_p2p_add_scheduler_classes "$NOVA_CONF"
     fi
     if is_service_enabled n-api && [[ -n "$GPU_P2P_FLAVOR_GPUS" ]]; then
         # Refuse bad flavor settings now, before the services start.
         _gpu_p2p_flavor_commands >/dev/null ||
             die $LINENO "nova-gpu-p2p flavor refused the GPU_P2P_FLAVOR_* settings (its message is above)"
     fi
+}
+
+# Each GPU's own device_spec line, ahead of the line for the whole model
+# (Nova uses the first entry that matches): the GPU's placement provider
+# gets its clique trait, and nova-scheduler reads the clique from the tag.
+# Those of an earlier stack are removed first: the topology may have
+# changed since.
+function _gpu_p2p_add_clique_device_specs {
+    local lines line
+    _gpu_p2p_remove_clique_device_specs "$NOVA_CONF"
+    if ! lines=$(_gpu_p2p_clique_device_specs); then
+        warn $LINENO "nova-gpu-p2p topology failed (its message is above): no per-GPU [pci] device_spec lines, so nova-scheduler cannot pick GPUs of one clique for hw:gpu_p2p_clique=required"
+        return 0
+    fi
+    # Each line goes right after [pci]: the last first keeps their order.
+    while IFS= read -r line; do
+        if [[ -n "$line" ]]; then
+            iniadd_literal "$NOVA_CONF" pci device_spec "${line#device_spec = }"
+        fi
+    done < <(tac <<<"$lines")
 }
 
 function _gpu_p2p_flavor_name {
@@ -277,13 +380,18 @@ function cleanup_nova_gpu_p2p {
         if [[ -n "$GPU_P2P_ALIAS" ]]; then
             _gpu_p2p_ini_remove "$conf" pci "alias = $(_gpu_p2p_pci_alias)"
             _gpu_p2p_ini_remove "$conf" pci "device_spec = $(_gpu_p2p_pci_device_spec)"
+            _gpu_p2p_remove_clique_device_specs "$conf"
+        fi
+        if [[ "$GPU_P2P_PCI_IN_PLACEMENT" == True ]]; then
+            _gpu_p2p_remove_true "$conf" pci report_in_placement
+            _gpu_p2p_remove_true "$conf" filter_scheduler pci_in_placement
         fi
         if [[ -n "$GPU_P2P_CPU_DEDICATED_SET" &&
                 "$(iniget "$conf" compute cpu_dedicated_set)" == "$GPU_P2P_CPU_DEDICATED_SET" ]]; then
             inidelete "$conf" compute cpu_dedicated_set
         fi
         if [[ "$GPU_P2P_SCHEDULER_FILTERS" == True ]]; then
-            _gpu_p2p_remove_filters "$conf"
+            _gpu_p2p_remove_scheduler_classes "$conf"
         fi
     done
     # pip_uninstall ignores devstack's global venv (GLOBAL_VENV), where

@@ -16,7 +16,9 @@
 
 What a P2P flavor needs, in one place: the PCI alias request, our two
 extra specs, the placement trait for the clique size, Nova's CPU pinning
-and NUMA node count, and the image properties it relies on.
+and NUMA node count, the image properties it relies on, and the nova.conf
+settings that let nova-scheduler place ``hw:gpu_p2p_clique=required`` on
+GPUs of one clique.
 """
 
 import dataclasses
@@ -26,6 +28,20 @@ from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import traits
 
 MAX_GPUS = 16
+#: Nova's own ``[filter_scheduler]`` defaults, which a nova.conf setting
+#: replaces: ours are added to them, not put in their place.
+NOVA_DEFAULT_FILTERS = ('ComputeFilter', 'ComputeCapabilitiesFilter',
+                        'ImagePropertiesFilter',
+                        'ServerGroupAntiAffinityFilter',
+                        'ServerGroupAffinityFilter')
+NOVA_ALL_FILTERS = 'nova.scheduler.filters.all_filters'
+NOVA_ALL_WEIGHERS = 'nova.scheduler.weights.all_weighers'
+#: What a P2P flavor asks of the scheduler: its PCI alias, its guest NUMA
+#: cells, and GPUs of one clique.
+CLIQUE_FILTER = 'nova_gpu_p2p.scheduler.GPUP2PCliqueFilter'
+CLIQUE_WEIGHER = 'nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher'
+P2P_FILTERS = ('PciPassthroughFilter', 'NUMATopologyFilter',
+               CLIQUE_FILTER.rpartition('.')[2])
 
 
 class InvalidFlavorRequest(ValueError):
@@ -129,3 +145,37 @@ def commands(request: FlavorRequest) -> list[str]:
         '--property hw:maxphysaddr_mode=emulate '
         '--property hw:maxphysaddr_bits=46' % name)
     return lines
+
+
+def scheduler_settings() -> list[str]:
+    """The nova.conf lines ``hw:gpu_p2p_clique=required`` is placed with.
+
+    With GPUs in placement, nova-scheduler picks GPUs of one clique and the
+    compute's claim follows; without, the compute refuses GPUs that are
+    not one clique and the build is rescheduled. Lines of nova.conf
+    (comments included), to be pasted under the hosts they name.
+    """
+    return [
+        '# hw:gpu_p2p_clique=required: nova-scheduler picks free GPUs of '
+        'one clique with these nova.conf settings',
+        '# (see "Scheduling required flavors" in the nova-gpu-p2p '
+        'documentation).',
+        '# Each GPU compute host, then restart nova-compute (Nova cannot '
+        'turn report_in_placement off again):',
+        '[pci]',
+        'report_in_placement = True',
+        '# and, before broader device_spec entries, the lines that',
+        '#   sudo nova-gpu-p2p topology --device-spec --config-file '
+        '/etc/nova/nova.conf',
+        '# prints: each GPU\'s clique trait and gpu_p2p_clique tag.',
+        '',
+        '# nova-api, nova-conductor and nova-scheduler, once every GPU '
+        'compute host reports to placement:',
+        '[filter_scheduler]',
+        'pci_in_placement = True',
+        '# nova-scheduler only; keep any other filters you enable:',
+        'available_filters = %s' % NOVA_ALL_FILTERS,
+        'available_filters = %s' % CLIQUE_FILTER,
+        'enabled_filters = %s' % ','.join(NOVA_DEFAULT_FILTERS + P2P_FILTERS),
+        'weight_classes = %s,%s' % (NOVA_ALL_WEIGHERS, CLIQUE_WEIGHER),
+    ]

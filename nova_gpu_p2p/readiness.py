@@ -33,6 +33,7 @@ import os
 import re
 import subprocess
 
+from nova_gpu_p2p import device_spec
 from nova_gpu_p2p.guest import plan
 from nova_gpu_p2p.topology import cliques as cliques_mod
 from nova_gpu_p2p.topology import link_class
@@ -659,18 +660,89 @@ def check_findings(findings: Iterable[str]) -> list[Check]:
             for finding in findings if finding != sysfs.UNREADABLE_CONFIG]
 
 
+# Scheduling: GPUs in placement, each with its clique.
+
+@dataclasses.dataclass(frozen=True)
+class PciSettings:
+    """The ``[pci]`` options of nova.conf that scheduling by clique needs."""
+
+    report_in_placement: bool
+    #: ``[pci] device_spec`` values, in order.
+    device_specs: tuple[str, ...] = ()
+
+
+def _entry_traits(tags: Mapping[str, str]) -> set[str]:
+    """The traits Nova gives a GPU's provider from its device_spec entry."""
+    from nova.compute import pci_placement_translator
+
+    return pci_placement_translator.get_traits(tags.get('traits', ''))
+
+
+def check_placement(topology: model.HostTopology,
+                    result: cliques_mod.Cliques,
+                    pci: PciSettings) -> list[Check]:
+    """Whether nova-scheduler can give a ``required`` server one clique here.
+
+    It can only when the GPUs are in placement, and it learns each GPU's
+    clique from the ``gpu_p2p_clique`` tag of the GPU's device_spec entry
+    (the trait there shows the clique in placement). With GPUs in
+    placement Nova rewrites each GPU provider's traits from that entry, so
+    the entry is judged as the provider and the pools will be.
+    """
+    if not pci.report_in_placement:
+        if result.largest() < 2:
+            return []
+        return [Check(
+            Status.WARN, 'placement',
+            '[pci] report_in_placement is off, so the GPUs are not in '
+            'placement: nova-scheduler cannot give a '
+            'hw:gpu_p2p_clique=required server GPUs of one clique here; '
+            'this host refuses GPUs that are not one clique and the build '
+            'is rescheduled',
+            'set [pci] report_in_placement = True and the [pci] '
+            'device_spec lines of "nova-gpu-p2p topology --device-spec", '
+            'restart nova-compute, then [filter_scheduler] '
+            'pci_in_placement = True for nova-api, nova-conductor and '
+            'nova-scheduler (see "Scheduling required flavors")')]
+    functions = topology.functions
+    spec_tags = device_spec.configured_tags(
+        pci.device_specs, [(a, functions[a].vendor, functions[a].device)
+                           for a in result.ids])
+    problems = device_spec.problems(
+        result.ids,
+        {address: _entry_traits(tags) for address, tags in spec_tags.items()},
+        spec_tags)
+    checks = []
+    for problem in problems:
+        # "GPU <address> is in ... but ...: <what to do>"
+        message, _, fix = problem.partition(': ')
+        checks.append(Check(Status.WARN, '[pci] device_spec', message, fix))
+    if checks:
+        return checks
+    in_cliques = [a for a, clique in result.ids.items() if clique is not None]
+    offered = [a for a in in_cliques if a in spec_tags]
+    return [Check(
+        Status.OK, 'placement',
+        '[pci] report_in_placement on: %d of %d GPUs in cliques offered by '
+        '[pci] device_spec, each with its clique trait and %s tag'
+        % (len(offered), len(in_cliques), device_spec.CLIQUE_TAG))]
+
+
 def host_checks(topology: model.HostTopology, versions: HostVersions,
                 level: link_class.LinkClass,
                 acs_policy: link_class.AcsPolicy,
                 clique_map: Mapping[str, int] | None = None,
                 sysfs_root: str | None = '/sys',
                 root: str = '/',
-                bindings: model.HostTopology | None = None) -> list[Check]:
+                bindings: model.HostTopology | None = None,
+                pci: PciSettings | None = None) -> list[Check]:
     """Every check, in the order an operator fixes things.
 
     :param bindings: where driver and IOMMU group facts come from when the
         topology backend does not read sysfs (static, nvml); defaults to
         ``topology``.
+    :param pci: nova.conf's ``[pci]`` settings; None when no nova.conf
+        was read, and then scheduling is not judged.
     """
     bindings = bindings if bindings is not None else topology
     result = cliques_mod.assign(topology, level, acs_policy, clique_map)
@@ -687,5 +759,7 @@ def host_checks(topology: model.HostTopology, versions: HostVersions,
     checks.extend(check_nvswitch(topology))
     checks.extend(check_p2p_level(topology, level, acs_policy, clique_map,
                                   numa_traits))
+    if pci is not None:
+        checks.extend(check_placement(topology, result, pci))
     checks.extend(check_findings(topology.findings + result.findings))
     return checks

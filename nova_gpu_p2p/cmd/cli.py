@@ -42,9 +42,17 @@ _ROUTE_KEYS = {
 }
 
 
-def _load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
+def _load_conf(args: argparse.Namespace,
+               nova_pci: bool = False) -> cfg.ConfigOpts:
+    """nova.conf's ``[gpu_p2p]``, and with ``nova_pci`` Nova's ``[pci]``."""
     opts = cfg.ConfigOpts()
     conf.register_opts(opts)
+    if nova_pci:
+        # Nova's own definitions (device_spec's deprecated names included);
+        # imported here so that the other commands skip Nova's options.
+        from nova.conf import pci as pci_conf
+
+        pci_conf.register_opts(opts)
     files = [args.config_file] if args.config_file else []
     opts([], project='nova', default_config_files=files)
     if getattr(args, 'sysfs_root', None):
@@ -190,7 +198,10 @@ def cmd_flavor(args: argparse.Namespace) -> int:
         gpus=args.gpus, alias=args.alias, numa_nodes=args.numa_nodes,
         name=args.name, vcpus=args.vcpus, ram_mb=args.ram,
         disk_gb=args.disk)
-    print('\n'.join(flavor_commands.commands(request)))
+    print('\n'.join(flavor_commands.commands(request)), flush=True)
+    # After the commands, on stderr: standard output stays a shell script
+    # (the devstack plugin runs it), and these lines paste into nova.conf.
+    print('\n'.join(flavor_commands.scheduler_settings()), file=sys.stderr)
     return 0
 
 
@@ -220,7 +231,11 @@ def _no_privileged_read(path: str, size: int) -> bytes:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Gather the facts, let :mod:`nova_gpu_p2p.readiness` judge them."""
-    opts = _load_conf(args)
+    opts = _load_conf(args, nova_pci=True)
+    # Without a nova.conf, [pci] holds Nova's defaults, not this host's.
+    pci = (readiness.PciSettings(opts.pci.report_in_placement,
+                                 tuple(opts.pci.device_spec))
+           if args.config_file else None)
     group = opts.gpu_p2p
     level = link_class.LinkClass[args.level or group.p2p_level]
     policy = link_class.AcsPolicy(group.acs_policy)
@@ -244,7 +259,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         checks = readiness.host_checks(
             topology, versions, level, policy, dict(group.clique_map),
-            sysfs_root=sysfs_root, root=args.root, bindings=bindings)
+            sysfs_root=sysfs_root, root=args.root, bindings=bindings,
+            pci=pci)
     status = readiness.exit_status(checks)
     if args.json:
         print(json.dumps({'checks': [c.to_dict() for c in checks],
@@ -261,10 +277,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     return status
 
 
-def _add_host_source(parser: argparse.ArgumentParser, load_help: str) -> None:
+def _add_host_source(parser: argparse.ArgumentParser, load_help: str,
+                     sections: str = '[gpu_p2p]') -> None:
     """--config-file, and where the host is read: --sysfs-root or --load."""
     parser.add_argument('--config-file',
-                        help='nova.conf to read [gpu_p2p] from')
+                        help='nova.conf to read %s from' % sections)
     source = parser.add_mutually_exclusive_group()
     source.add_argument('--sysfs-root', help='read this directory as /sys')
     source.add_argument('--load', metavar='FILE', help=load_help)
@@ -321,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         'check', help='is this compute host ready: libvirt, QEMU, '
                       'firmware, IOMMU, vfio-pci, ACS, cliques')
-    _add_host_source(check, load_help='judge a file written by capture')
+    _add_host_source(check, load_help='judge a file written by capture',
+                     sections='[gpu_p2p] and [pci]')
     check.add_argument('--root', default='/',
                        help='read guest firmware and /proc/cmdline under '
                             'this directory (default /)')

@@ -21,6 +21,9 @@ plugin.sh once per phase, as stack.sh, unstack.sh and clean.sh do. The
 nova.conf written is read back with oslo.config's parser and checked with
 the driver's own option types and Nova's own PCI alias schema.
 
+The compute host's GPUs are a corpus host's sysfs tree
+(:data:`HOST_TREE`), never those of the machine running the tests.
+
 The shellcheck test skips in one line where shellcheck is missing; with
 ``NOVA_GPU_P2P_REQUIRE_TOOLS=1`` (CI) it fails instead.
 """
@@ -43,7 +46,9 @@ from oslo_config import cfg
 import testtools
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import flavor_commands as fc
+from nova_gpu_p2p.tests.unit import test_corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
@@ -57,7 +62,18 @@ MISSING_SHELLCHECK = ('shellcheck not found: apt-get install shellcheck '
 
 DRIVER = 'gpu_p2p.GPUP2PLibvirtDriver'
 LIBVIRT_DRIVER = 'libvirt.LibvirtDriver'
-P2P_FILTERS = ['PciPassthroughFilter', 'NUMATopologyFilter']
+P2P_FILTERS = list(fc.P2P_FILTERS)
+NOVA_AVAILABLE_FILTERS = fc.NOVA_ALL_FILTERS
+WEIGHERS = [fc.NOVA_ALL_WEIGHERS + ',' + fc.CLIQUE_WEIGHER]
+#: The host the plugin's nova-gpu-p2p topology reads: at PXB, a clique of
+#: two GPUs behind each of its four switches.
+HOST_TREE = 'pcie-8gpu-4switch-2socket'
+CLIQUES = {'0000:03:00.0': 0, '0000:04:00.0': 0, '0000:07:00.0': 1,
+           '0000:08:00.0': 1, '0000:83:00.0': 2, '0000:84:00.0': 2,
+           '0000:87:00.0': 3, '0000:88:00.0': 3}
+#: The device_spec values of those GPUs, in file order.
+CLIQUE_SPECS = [device_spec.entry(a, c).split(' = ', 1)[1]
+                for a, c in sorted(CLIQUES.items())]
 # devstack's lib/nova NOVA_FILTERS, which create_nova_conf writes.
 DEVSTACK_FILTERS = ('ComputeFilter,ComputeCapabilitiesFilter,'
                     'ImagePropertiesFilter,ServerGroupAntiAffinityFilter,'
@@ -101,6 +117,13 @@ OPTION_VALUES = {
     'report_traits': 'False',
 }
 PCI = {'GPU_P2P_ALIAS': 'h100', 'GPU_P2P_PRODUCT_ID': '2330'}
+BROAD_SPEC = '{"vendor_id":"10de","product_id":"2330"}'
+
+
+def seed_with(*lines):
+    """SEED with these option lines added to its [filter_scheduler]."""
+    return SEED.replace('[filter_scheduler]\n', '[filter_scheduler]\n'
+                        + ''.join(line + '\n' for line in lines))
 
 
 def parse_ini(path):
@@ -178,6 +201,11 @@ class Devstack(fixtures.Fixture):
         }
         env.update(self.settings)
         env.update(settings)
+        if env.get('GPU_P2P_ALIAS') and not (
+                {'GPU_P2P_SYSFS_ROOT', 'GPU_P2P_TOPOLOGY_BACKEND'} & set(env)):
+            # The plugin runs nova-gpu-p2p topology for the device_spec
+            # lines: let it read a corpus host, not this machine.
+            env['GPU_P2P_SYSFS_ROOT'] = test_corpus.tree(HOST_TREE)
         result = subprocess.run(
             ['bash', '-c', script, 'devstack'] + list(phases), env=env,
             cwd=self.root, capture_output=True, text=True, timeout=120)
@@ -249,12 +277,21 @@ class TestStack(testtools.TestCase):
             self.assertEqual(
                 [DEVSTACK_FILTERS + ',' + ','.join(P2P_FILTERS)],
                 ini['filter_scheduler']['enabled_filters'])
+            self.assertEqual(
+                [fc.CLIQUE_FILTER, NOVA_AVAILABLE_FILTERS],
+                ini['filter_scheduler']['available_filters'])
+            self.assertEqual(WEIGHERS,
+                             ini['filter_scheduler']['weight_classes'])
+            self.assertEqual(['True'],
+                             ini['filter_scheduler']['pci_in_placement'])
+            self.assertEqual(['True'], ini['pci']['report_in_placement'])
             [alias] = ini['pci']['alias']
             alias = json.loads(alias)
             jsonschema.validate(alias, pci_request._ALIAS_SCHEMA)
             self.assertEqual({'name': 'h100', 'vendor_id': '10de',
                               'product_id': '2330',
                               'device_type': 'type-PCI'}, alias)
+            # The static topology file does not exist: no per-GPU lines.
             [spec] = ini['pci']['device_spec']
             specs = whitelist.Whitelist([spec])
             gpu = {'vendor_id': '10de', 'product_id': '2330',
@@ -272,6 +309,9 @@ class TestStack(testtools.TestCase):
         self.assertEqual([], host.calls('setup_develop'))
         self.assertFlavor(host, fc.FlavorRequest(gpus=8, alias='h100',
                                                  numa_nodes=2))
+        [warning] = host.calls('warn')
+        self.assertIn('nova-gpu-p2p topology failed (its message is above): '
+                      'no per-GPU [pci] device_spec lines', warning[2])
 
     def test_every_option_setting_is_a_valid_option(self):
         settings = {'GPU_P2P_%s' % k.upper(): v
@@ -286,16 +326,22 @@ class TestStack(testtools.TestCase):
                              group[opt.dest], opt.name)
             self.assertNotEqual(opt.default, group[opt.dest], opt.name)
 
-    def test_defaults_select_the_driver_only(self):
+    def test_defaults_select_the_driver_and_scheduling(self):
         host = self.stack()
         ini = host.ini()
         self.assertEqual([DRIVER], ini['DEFAULT']['compute_driver'])
         self.assertNotIn('gpu_p2p', ini)
-        self.assertNotIn('pci', ini)
+        self.assertEqual({'report_in_placement': ['True']}, ini['pci'])
         self.assertNotIn('compute', ini)
-        self.assertEqual([DEVSTACK_FILTERS + ',' + ','.join(P2P_FILTERS)],
-                         ini['filter_scheduler']['enabled_filters'])
+        self.assertEqual(
+            {'enabled_filters': [DEVSTACK_FILTERS + ','
+                                 + ','.join(P2P_FILTERS)],
+             'available_filters': [fc.CLIQUE_FILTER, NOVA_AVAILABLE_FILTERS],
+             'weight_classes': WEIGHERS,
+             'pci_in_placement': ['True']},
+            ini['filter_scheduler'])
         self.assertEqual([], host.calls('openstack'))
+        self.assertEqual([], host.calls('sudo'))
         group = load_gpu_p2p(host.nova_conf)
         for opt in conf.OPTS:
             self.assertEqual(opt.default, group[opt.dest], opt.name)
@@ -306,8 +352,31 @@ class TestStack(testtools.TestCase):
 
     def test_filters_off(self):
         host = self.stack(GPU_P2P_SCHEDULER_FILTERS='False')
-        self.assertEqual([DEVSTACK_FILTERS],
-                         host.ini()['filter_scheduler']['enabled_filters'])
+        self.assertEqual({'enabled_filters': [DEVSTACK_FILTERS],
+                          'pci_in_placement': ['True']},
+                         host.ini()['filter_scheduler'])
+
+    def test_pci_in_placement_off(self):
+        host = self.stack(GPU_P2P_PCI_IN_PLACEMENT='False', **PCI)
+        ini = host.ini()
+        self.assertNotIn('report_in_placement', ini['pci'])
+        self.assertNotIn('pci_in_placement', ini['filter_scheduler'])
+        # The clique tags stay: they cost nothing without placement.
+        self.assertEqual(CLIQUE_SPECS + [BROAD_SPEC],
+                         ini['pci']['device_spec'])
+
+    def test_scheduler_settings_are_what_the_flavor_command_prints(self):
+        host = self.stack()
+        printed = host.parse('\n'.join(fc.scheduler_settings()))
+        written = host.ini()
+        for section, options in printed.items():
+            for option, values in options.items():
+                if option != 'enabled_filters':
+                    self.assertEqual(sorted(values),
+                                     sorted(written[section][option]),
+                                     option)
+        [enabled] = written['filter_scheduler']['enabled_filters']
+        self.assertEqual(P2P_FILTERS, enabled.split(',')[-3:])
 
     def test_no_filter_list_starts_from_novas_default(self):
         seed = SEED.replace('enabled_filters = %s' % DEVSTACK_FILTERS, '')
@@ -318,11 +387,30 @@ class TestStack(testtools.TestCase):
             host.ini()['filter_scheduler']['enabled_filters'])
 
     def test_filters_already_there_are_not_repeated(self):
-        filters = 'NUMATopologyFilter,ComputeFilter,PciPassthroughFilter'
-        seed = SEED.replace(DEVSTACK_FILTERS, filters)
+        filters = ('NUMATopologyFilter,GPUP2PCliqueFilter,ComputeFilter,'
+                   'PciPassthroughFilter')
+        weighers = '%s,%s' % (fc.CLIQUE_WEIGHER, fc.NOVA_ALL_WEIGHERS)
+        seed = seed_with('weight_classes = ' + weighers,
+                         'available_filters = ' + fc.CLIQUE_FILTER).replace(
+            DEVSTACK_FILTERS, filters)
         host = self.stack(seed=seed)
-        self.assertEqual([filters],
-                         host.ini()['filter_scheduler']['enabled_filters'])
+        self.assertEqual(
+            {'enabled_filters': [filters],
+             'weight_classes': [weighers],
+             # Nova's own are not added where available_filters is set.
+             'available_filters': [fc.CLIQUE_FILTER],
+             'pci_in_placement': ['True']},
+            host.ini()['filter_scheduler'])
+
+    def test_others_weighers_and_filters_are_kept(self):
+        seed = seed_with('weight_classes = my.Weigher',
+                         'available_filters = my.Filter')
+        host = self.stack(seed=seed)
+        group = host.ini()['filter_scheduler']
+        self.assertEqual(['my.Weigher,' + fc.CLIQUE_WEIGHER],
+                         group['weight_classes'])
+        self.assertEqual([fc.CLIQUE_FILTER, 'my.Filter'],
+                         group['available_filters'])
 
     def test_compute_host(self):
         host = self.stack(services='n-cpu,placement-client',
@@ -330,10 +418,43 @@ class TestStack(testtools.TestCase):
         ini = host.ini()
         self.assertEqual([DRIVER], ini['DEFAULT']['compute_driver'])
         self.assertEqual(1, len(ini['pci']['alias']))
-        self.assertEqual(1, len(ini['pci']['device_spec']))
-        self.assertEqual([DEVSTACK_FILTERS],
-                         ini['filter_scheduler']['enabled_filters'])
+        self.assertEqual(['True'], ini['pci']['report_in_placement'])
+        self.assertEqual({'enabled_filters': [DEVSTACK_FILTERS]},
+                         ini['filter_scheduler'])
         self.assertEqual([], host.calls('openstack'))
+
+    def test_gpu_device_spec_lines_first(self):
+        """Each GPU's line, as topology --device-spec prints it, then ours.
+
+        Nova uses the first entry that matches a GPU: the GPU's own line,
+        with its clique trait and tag.
+        """
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        host = self.stack(services='n-cpu,placement-client', **PCI)
+        specs = host.ini()['pci']['device_spec']
+        self.assertEqual(CLIQUE_SPECS + [BROAD_SPEC], specs)
+        self.assertEqual(
+            [['sudo', os.path.join(STANDIN, 'bin', 'nova-gpu-p2p'),
+              'topology', '--device-spec', '--config-file', host.nova_conf]],
+            host.calls('sudo'))
+        tags = device_spec.configured_tags(
+            specs, [(a, 0x10de, 0x2330) for a in CLIQUES])
+        self.assertEqual([], device_spec.problems(CLIQUES, {}, tags))
+        for address, clique in CLIQUES.items():
+            self.assertEqual('CUSTOM_GPU_P2P_CLIQUE_ID_%d' % clique,
+                             tags[address]['traits'])
+
+    def test_restack_replaces_the_gpu_lines(self):
+        """A topology that changed between stacks leaves no stale line."""
+        host = self.useFixture(Devstack(services='n-cpu', **PCI))
+        host.run(STACK)
+        # Every GPU in one clique at SYS.
+        host.run(['stack post-config'], GPU_P2P_P2P_LEVEL='SYS')
+        self.assertEqual(
+            [device_spec.entry(a, 0).split(' = ', 1)[1]
+             for a in sorted(CLIQUES)] + [BROAD_SPEC],
+            host.ini()['pci']['device_spec'])
 
     def test_controller(self):
         host = self.stack(services='key,n-api,n-cond,n-sch',
@@ -341,10 +462,12 @@ class TestStack(testtools.TestCase):
         ini = host.ini()
         self.assertEqual([LIBVIRT_DRIVER], ini['DEFAULT']['compute_driver'])
         self.assertNotIn('gpu_p2p', ini)
-        self.assertEqual(1, len(ini['pci']['alias']))
-        self.assertNotIn('device_spec', ini['pci'])
-        self.assertIn('PciPassthroughFilter',
+        self.assertEqual({'alias'}, set(ini['pci']))
+        self.assertIn('GPUP2PCliqueFilter',
                       ini['filter_scheduler']['enabled_filters'][0])
+        self.assertEqual(['True'],
+                         ini['filter_scheduler']['pci_in_placement'])
+        self.assertEqual([], host.calls('sudo'))
         self.assertFlavor(host, fc.FlavorRequest(gpus=2, alias='h100'))
         self.assertEqual(1, len(host.calls('pip_install')))
 
@@ -377,10 +500,13 @@ class TestStack(testtools.TestCase):
         pci = host.ini()['pci']
         self.assertEqual(2, len(pci['alias']))
         self.assertIn(other, pci['alias'])
-        self.assertEqual(1, len(pci['device_spec']))
-        self.assertEqual(
-            [DEVSTACK_FILTERS + ',' + ','.join(P2P_FILTERS)],
-            host.ini()['filter_scheduler']['enabled_filters'])
+        self.assertEqual(CLIQUE_SPECS + [BROAD_SPEC], pci['device_spec'])
+        self.assertEqual(['True'], pci['report_in_placement'])
+        group = host.ini()['filter_scheduler']
+        self.assertEqual([DEVSTACK_FILTERS + ',' + ','.join(P2P_FILTERS)],
+                         group['enabled_filters'])
+        self.assertEqual(2, len(group['available_filters']))
+        self.assertEqual(WEIGHERS, group['weight_classes'])
 
     def test_nvml_backend_installs_its_extra(self):
         host = self.stack(GPU_P2P_TOPOLOGY_BACKEND='nvml')
@@ -508,6 +634,33 @@ class TestUnstackAndClean(testtools.TestCase):
                            'PIP_VIRTUAL_ENV=']],
                          host.calls('pip_uninstall'))
 
+    def test_clean_keeps_what_others_set(self):
+        """Their device_spec, filters and weighers; Nova's defaults go."""
+        seed = seed_with(
+            'available_filters = my.Filter',
+            'weight_classes = my.Weigher,' + fc.NOVA_ALL_WEIGHERS) + (
+            '\n[pci]\ndevice_spec = {"vendor_id": "15b3"}\n')
+        host = self.useFixture(Devstack(seed=seed, **PCI))
+        host.run(STACK)
+        self.assertEqual(len(CLIQUE_SPECS) + 2,
+                         len(host.ini()['pci']['device_spec']))
+        host.run(CLEAN)
+        for path in (host.nova_conf, host.cpu_conf):
+            self.assertEqual(host.parse(seed), host.ini(path))
+
+    def test_clean_leaves_options_an_operator_changed(self):
+        host = self.useFixture(Devstack())
+        host.run(STACK)
+        with open(host.nova_conf) as f:
+            text = f.read().replace('pci_in_placement = True',
+                                    'pci_in_placement = False')
+        with open(host.nova_conf, 'w') as f:
+            f.write(text)
+        host.run(CLEAN)
+        self.assertEqual(['False'],
+                         host.ini()['filter_scheduler']['pci_in_placement'])
+        self.assertNotIn('pci', host.ini())
+
     def test_clean_in_devstacks_global_venv(self):
         host = self.useFixture(Devstack())
         venv = os.path.join(host.dest, 'data', 'venv')
@@ -547,7 +700,8 @@ class TestShellcheck(testtools.TestCase):
             self.skipTest(MISSING_SHELLCHECK)
         files = [PLUGIN, SETTINGS, os.path.join(STANDIN, 'functions'),
                  os.path.join(STANDIN, 'bin', 'openstack'),
-                 os.path.join(STANDIN, 'bin', 'nova-gpu-p2p')]
+                 os.path.join(STANDIN, 'bin', 'nova-gpu-p2p'),
+                 os.path.join(STANDIN, 'bin', 'sudo')]
         result = subprocess.run([shellcheck, '-x'] + files,
                                 capture_output=True, text=True)
         self.assertEqual(0, result.returncode, result.stdout + result.stderr)

@@ -17,13 +17,21 @@
 import contextlib
 import io
 import json
+import os
 import shlex
 
 import fixtures
+import nova.conf
+from nova.conf import pci as pci_conf
+from nova.conf import scheduler as scheduler_conf
+from nova.scheduler import filters
+from nova.scheduler import weights
+from oslo_config import cfg
 import testtools
 
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import flavor_commands as fc
+from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.tests.fixtures import hosts
 from nova_gpu_p2p.tests.unit import test_corpus
 from nova_gpu_p2p.topology import sysfs
@@ -283,6 +291,61 @@ class TestCommands(testtools.TestCase):
             self.assertTrue(line.startswith('#'), line)
 
 
+class TestSchedulerSettings(testtools.TestCase):
+    """The nova.conf lines work with Nova's own options and loaders."""
+
+    def load(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'nova.conf')
+        with open(path, 'w') as f:
+            f.write('\n'.join(fc.scheduler_settings()) + '\n')
+        opts = cfg.ConfigOpts()
+        pci_conf.register_opts(opts)
+        scheduler_conf.register_opts(opts)
+        opts([], project='nova', default_config_files=[path])
+        return opts
+
+    def test_values(self):
+        opts = self.load()
+        self.assertTrue(opts.pci.report_in_placement)
+        self.assertEqual([], opts.pci.device_spec)
+        group = opts.filter_scheduler
+        self.assertTrue(group.pci_in_placement)
+        self.assertEqual(
+            ['nova.scheduler.filters.all_filters',
+             'nova_gpu_p2p.scheduler.GPUP2PCliqueFilter'],
+            group.available_filters)
+        self.assertEqual(
+            nova.conf.CONF.filter_scheduler.enabled_filters
+            + ['PciPassthroughFilter', 'NUMATopologyFilter',
+               'GPUP2PCliqueFilter'],
+            group.enabled_filters)
+        self.assertEqual(
+            nova.conf.CONF.filter_scheduler.weight_classes
+            + ['nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher'],
+            group.weight_classes)
+
+    def test_novas_loaders_find_every_class(self):
+        group = self.load().filter_scheduler
+        found = filters.HostFilterHandler().get_matching_classes(
+            group.available_filters)
+        by_name = {cls.__name__: cls for cls in found}
+        for name in group.enabled_filters:
+            self.assertIn(name, by_name)
+        self.assertIs(scheduler.GPUP2PCliqueFilter,
+                      by_name['GPUP2PCliqueFilter'])
+        weighers = weights.HostWeightHandler().get_matching_classes(
+            group.weight_classes)
+        self.assertIn(scheduler.GPUP2PCliqueFitWeigher, weighers)
+        # Nova's own weighers stay.
+        self.assertGreater(len(weighers), 5)
+
+    def test_names_the_device_spec_step(self):
+        text = '\n'.join(fc.scheduler_settings())
+        self.assertIn('#   sudo nova-gpu-p2p topology --device-spec '
+                      '--config-file /etc/nova/nova.conf', text)
+
+
 class TestFlavorCLI(testtools.TestCase):
 
     def run_cli(self, *argv):
@@ -295,7 +358,9 @@ class TestFlavorCLI(testtools.TestCase):
         rc, out, err = self.run_cli('flavor', '--gpus', '8', '--alias',
                                     'a100')
         self.assertEqual(0, rc)
-        self.assertEqual('', err)
+        # The nova.conf settings after the commands, on stderr: stdout
+        # stays a shell script.
+        self.assertEqual('\n'.join(fc.scheduler_settings()) + '\n', err)
         lines = out.splitlines()
         self.assertEqual('openstack flavor create gpu-p2p.8x --vcpus 64 '
                          '--ram 524288 --disk 100', lines[0])
@@ -312,7 +377,7 @@ class TestFlavorCLI(testtools.TestCase):
             '--name', 'p2p 4', '--vcpus', '48', '--ram', '131072',
             '--disk', '40')
         self.assertEqual(0, rc)
-        self.assertEqual('', err)
+        self.assertIn('[filter_scheduler]\npci_in_placement = True\n', err)
         self.assertEqual("openstack flavor create 'p2p 4' --vcpus 48 --ram "
                          "131072 --disk 40", out.splitlines()[0])
         self.assertIn('    --property pci_passthrough:alias=l40s:4 \\',

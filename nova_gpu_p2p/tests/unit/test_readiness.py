@@ -29,10 +29,12 @@ import fixtures
 import testtools
 
 from nova_gpu_p2p.cmd import cli
+from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import readiness as r
 from nova_gpu_p2p.tests.fixtures import hosts
 from nova_gpu_p2p.tests.fixtures import sysfs_builder
 from nova_gpu_p2p.tests.unit import test_corpus
+from nova_gpu_p2p.topology import cliques as cliques_mod
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
@@ -647,6 +649,108 @@ class TestP2PLevel(testtools.TestCase):
         self.assertIn('lspci -nn -d 10de:', check.fix)
 
 
+def spec(address, clique_id):
+    """A [pci] device_spec value as topology --device-spec prints it."""
+    return device_spec.entry(address, clique_id).split(' = ', 1)[1]
+
+
+#: Offers every NVIDIA GPU, with no clique trait or tag.
+BROAD = '{"vendor_id": "10de"}'
+A, B = '0000:03:00.0', '0000:04:00.0'
+
+
+class TestPlacement(testtools.TestCase):
+    """switch_host(acs_a=None): A and B behind one switch, clique 0."""
+
+    def setUp(self):
+        super().setUp()
+        # Nova asks sysfs whether an address-based entry names a PF.
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+
+    def check(self, specs, host=None, report=True):
+        host = host or switch_host(acs_a=None)
+        result = cliques_mod.assign(host, lc.LinkClass.PXB,
+                                    lc.AcsPolicy.ROUTE)
+        return r.check_placement(host, result,
+                                 r.PciSettings(report, tuple(specs)))
+
+    def test_not_in_placement(self):
+        (check,) = self.check([spec(A, 0), spec(B, 0)], report=False)
+        self.assertEqual((WARN, 'placement'), (check.status, check.subject))
+        self.assertIn('[pci] report_in_placement is off', check.message)
+        self.assertIn('cannot give a hw:gpu_p2p_clique=required server GPUs '
+                      'of one clique', check.message)
+        self.assertIn('set [pci] report_in_placement = True and the [pci] '
+                      'device_spec lines of "nova-gpu-p2p topology '
+                      '--device-spec"', check.fix)
+        self.assertIn('[filter_scheduler] pci_in_placement = True',
+                      check.fix)
+
+    def test_not_in_placement_without_a_clique(self):
+        # Nothing here for a required flavor to land on.
+        self.assertEqual([], self.check([], two_rc_host(), report=False))
+
+    def test_every_gpu_tagged(self):
+        (check,) = self.check([spec(A, 0), spec(B, 0), BROAD])
+        self.assertEqual(
+            (OK, 'placement', '[pci] report_in_placement on: 2 of 2 GPUs '
+             'in cliques offered by [pci] device_spec, each with its clique '
+             'trait and gpu_p2p_clique tag'),
+            (check.status, check.subject, check.message))
+
+    def test_gpu_no_entry_offers_is_counted(self):
+        (check,) = self.check([spec(A, 0)])
+        self.assertEqual(OK, check.status)
+        self.assertIn('1 of 2 GPUs in cliques offered', check.message)
+
+    def test_broad_entry_first_hides_the_tags(self):
+        # Nova uses the first entry that matches a GPU.
+        checks = self.check([BROAD, spec(A, 0), spec(B, 0)])
+        self.assertEqual(
+            [(WARN, '[pci] device_spec',
+              'GPU %s is in clique 0 but its placement provider has no '
+              'clique trait and its [pci] device_spec entry has no '
+              'gpu_p2p_clique tag' % address,
+              'set device_spec = %s' % spec(address, 0))
+             for address in (A, B)],
+            [(c.status, c.subject, c.message, c.fix) for c in checks])
+
+    def test_tag_without_trait(self):
+        (check,) = self.check(
+            [spec(A, 0), '{"address": "%s", "gpu_p2p_clique": "0"}' % B])
+        self.assertEqual(
+            'GPU %s is in clique 0 but its placement provider has no '
+            'clique trait' % B, check.message)
+        self.assertEqual(
+            'set device_spec = {"address": "%s", "traits": '
+            '"CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}' % B,
+            check.fix)
+
+    def test_trait_as_nova_normalizes_it(self):
+        # Nova prefixes a name that is no standard trait with CUSTOM_.
+        (check,) = self.check([spec(A, 0), json.dumps(
+            {'address': B, 'traits': 'GPU_P2P_CLIQUE_ID_0',
+             'gpu_p2p_clique': '0'})])
+        self.assertEqual(OK, check.status)
+
+    def test_wrong_tag_and_trait(self):
+        (check,) = self.check([spec(A, 0), spec(B, 1)])
+        self.assertEqual(
+            'GPU %s is in clique 0 but its placement provider has '
+            'CUSTOM_GPU_P2P_CLIQUE_ID_1 and its [pci] device_spec entry has '
+            'gpu_p2p_clique "1"' % B, check.message)
+        self.assertEqual('set device_spec = %s' % spec(B, 0), check.fix)
+
+    def test_gpu_in_no_clique_with_a_tag(self):
+        # Request Redirect above A: no clique at PXB.
+        checks = self.check([spec(A, 0), spec(B, 0)], switch_host())
+        self.assertEqual([WARN, WARN], [c.status for c in checks])
+        self.assertIn('GPU %s is in no clique but' % A, checks[0].message)
+        self.assertEqual('remove the clique trait and tag from its [pci] '
+                         'device_spec entry', checks[0].fix)
+
+
 class TestFindingsAndAll(testtools.TestCase):
 
     def test_findings_skip_unreadable_config(self):
@@ -667,6 +771,19 @@ class TestFindingsAndAll(testtools.TestCase):
              'discovery'], [c.subject for c in checks])
         self.assertIn('traits: CUSTOM_GPU_NUMA_AFFINITY CUSTOM_GPU_P2P ',
                       checks[7].message)
+
+    def test_placement_last_and_only_with_nova_conf(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        versions = r.HostVersions((11, 3, 0), (10, 0, 2))
+        without = r.host_checks(two_rc_host(), versions, lc.LinkClass.NODE,
+                                lc.AcsPolicy.ROUTE, sysfs_root=None,
+                                root=root)
+        with_pci = r.host_checks(two_rc_host(), versions, lc.LinkClass.NODE,
+                                 lc.AcsPolicy.ROUTE, sysfs_root=None,
+                                 root=root, pci=r.PciSettings(False))
+        self.assertEqual(without, with_pci[:-1])
+        self.assertEqual((WARN, 'placement'),
+                         (with_pci[-1].status, with_pci[-1].subject))
 
     def test_bindings_from_elsewhere(self):
         host = dataclasses.replace(two_rc_host())
@@ -877,6 +994,55 @@ class TestCheckCLI(testtools.TestCase):
         self.assertEqual(1, rc)
         self.assertIn('FAIL GPU topology: ', out)
         self.assertIn('OK   guest firmware', out)
+
+    def nova_conf(self, text):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'nova.conf')
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def test_placement_needs_nova_conf(self):
+        tree = test_corpus.tree('pcie-8gpu-4switch-2socket')
+        rc, out = self.run_cli('--sysfs-root', tree)
+        self.assertNotIn('placement', out)
+        self.assertNotIn('device_spec', out)
+        rc, out = self.run_cli('--sysfs-root', tree,
+                               '--config-file', self.nova_conf(''))
+        self.assertEqual(0, rc)
+        self.assertEqual([(WARN, 'placement')], self.not_ok(out))
+        self.assertIn('WARN placement: [pci] report_in_placement is off',
+                      out)
+
+    def test_device_spec_lines_from_topology(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        tree = test_corpus.tree('pcie-8gpu-4switch-2socket')
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed), \
+                contextlib.redirect_stderr(io.StringIO()):
+            cli.main(['topology', '--device-spec', '--sysfs-root', tree])
+        lines = printed.getvalue().splitlines()
+        # What topology --device-spec prints is what check wants.
+        path = self.nova_conf('[pci]\nreport_in_placement = True\n%s\n'
+                              % '\n'.join(lines))
+        rc, out = self.run_cli('--sysfs-root', tree, '--config-file', path)
+        self.assertEqual([], self.not_ok(out))
+        self.assertIn('OK   placement: [pci] report_in_placement on: 8 of 8 '
+                      'GPUs in cliques', out)
+        # One GPU's tag wrong.
+        lines[1] = lines[1].replace('"0"', '"3"')
+        path = self.nova_conf('[pci]\nreport_in_placement = True\n%s\n'
+                              % '\n'.join(lines))
+        rc, out = self.run_cli('--sysfs-root', tree, '--config-file', path)
+        self.assertEqual(0, rc)
+        self.assertEqual([(WARN, '[pci] device_spec')], self.not_ok(out))
+        self.assertIn(
+            'WARN [pci] device_spec: GPU 0000:04:00.0 is in clique 0 but its '
+            '[pci] device_spec entry has gpu_p2p_clique "3"; fix: set '
+            'device_spec '
+            '= {"address": "0000:04:00.0", "traits": '
+            '"CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}', out)
 
     def test_static_backend_reads_bindings_from_sysfs(self):
         tree = test_corpus.tree('four-numa-7gpu')
