@@ -29,6 +29,7 @@ from unittest import mock
 import fixtures
 from nova import context as nova_context
 
+from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.tests.fixtures import hosts
 from nova_gpu_p2p.tests.fixtures import sysfs_builder
@@ -330,7 +331,7 @@ class DeviceProviderTraitsTest(_TraitsTestBase):
     def _add_pci_aliases(self, topology):
         """Aliases as usual; device_spec by address, as operators write it.
 
-        Clique GPUs get the entry ``traits.device_spec_entry()`` writes.
+        Clique GPUs get the entry ``device_spec.entry()`` writes.
         """
         super()._add_pci_aliases(topology)
         specs = []
@@ -340,7 +341,7 @@ class DeviceProviderTraitsTest(_TraitsTestBase):
                 if address in self.untagged:
                     specs.append({'address': address})
                     continue
-                line = traits.device_spec_entry(address, 0)
+                line = device_spec.entry(address, 0)
                 key, _, value = line.partition(' = ')
                 self.assertEqual('device_spec', key)
                 specs.append(json.loads(value))
@@ -368,7 +369,8 @@ class DeviceProviderTraitsTest(_TraitsTestBase):
     def warnings(self, address: str) -> list[str]:
         return re.findall(
             r'WARNING \[nova_gpu_p2p\.driver\] GPU P2P: GPU %s is in '
-            r'clique 0 but its placement provider has no clique trait: '
+            r'clique 0 but its placement provider has no clique trait and '
+            r'its \[pci\] device_spec entry has no gpu_p2p_clique tag: '
             r'set device_spec = .*' % re.escape(address),
             self.stdlog.logger.output)
 
