@@ -22,8 +22,8 @@ loads before it looks at the guest's PCI tree
 (``/var/run/nvidia-topologyd/virtualTopology.xml``, or ``NCCL_TOPO_FILE``).
 
 Standard library only, Python 3.8 or later, and nothing else of
-nova_gpu_p2p: ``pip install --no-deps nova-gpu-p2p`` must be enough in a
-guest image, which has neither Nova nor oslo.
+nova_gpu_p2p: ``pip install --no-deps`` of the package's wheel must be
+enough in a guest image, which has neither Nova nor oslo.
 
 What NCCL does with the file (NVIDIA/nccl, ``src/graph``, 2026):
 

@@ -92,8 +92,8 @@ def plan(setting: str | int, bars: tuple[int, ...], memory: int,
         size = int(setting) * GiB
     if phys_bits is not None and hole_end(size, memory) > 1 << phys_bits:
         return Hole64(size=size, needed=need, problem=(
-            'set hw:maxphysaddr_mode=emulate, hw:maxphysaddr_bits=%d (API '
-            'microversion 2.85): the BARs need a %d GiB PCI hole, beyond the '
-            'guest\'s %d physical address bits' % (
+            'set hw:maxphysaddr_mode=emulate, hw:maxphysaddr_bits=%d: the '
+            'BARs need a %d GiB PCI hole, beyond the guest\'s %d physical '
+            'address bits' % (
                 min_phys_bits(size, memory), size // GiB, phys_bits)))
     return Hole64(size=size, needed=need)

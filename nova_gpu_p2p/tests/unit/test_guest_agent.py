@@ -664,6 +664,11 @@ class TestShippedFiles(testtools.TestCase):
         install = config['runcmd'][0]
         self.assertEqual(['python3', '-m', 'pip', 'install', '--no-deps'],
                          install[:5])
+        # The package is not on PyPI: the operator's wheel, and the
+        # header says where to put its URL.
+        self.assertEqual('WHEEL_URL', install[-1])
+        self.assertIn('Replace WHEEL_URL', self.read(
+            'etc', 'nova-gpu-p2p-guest', 'cloud-init.yaml'))
         self.assertEqual(['systemctl', 'enable', '--now',
                           'nova-gpu-p2p-guest.service'], config['runcmd'][-1])
 
