@@ -16,18 +16,34 @@
 
 What a P2P flavor needs, in one place: the PCI alias request, our two
 extra specs, the placement trait for the clique size, Nova's CPU pinning
-and NUMA node count, the image properties it relies on, and the nova.conf
-settings that let nova-scheduler place ``hw:gpu_p2p_clique=required`` on
-GPUs of one clique.
+and NUMA node count, the guest physical address bits large BARs need, the
+image properties it relies on, and the nova.conf settings that let
+nova-scheduler place ``hw:gpu_p2p_clique=required`` on GPUs of one clique.
 """
 
+from collections.abc import Iterable
 import dataclasses
 import shlex
 
 from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p.guest import pcihole64
+from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 
 MAX_GPUS = 16
+MiB = 1 << 20
+#: Defaults per GPU: enough dedicated CPUs and RAM to feed it.
+VCPUS_PER_GPU = 8
+RAM_GIB_PER_GPU = 64
+#: Physical address bits QEMU gives a guest CPU that is not the host's
+#: (cpu_mode host-model or custom), as nova_guest.QEMU_DEFAULT_PHYS_BITS
+#: counts them (not imported: it brings Nova's libvirt driver).
+GUEST_PHYS_BITS = 40
+#: Nova's flavor keys for the guest CPU's physical address bits.
+MAXPHYSADDR_MODE_KEY = 'hw:maxphysaddr_mode'
+MAXPHYSADDR_BITS_KEY = 'hw:maxphysaddr_bits'
+#: The small 64-bit BAR (BAR3) NVIDIA GPUs have beside the large BAR1.
+NVIDIA_BAR3 = 32 * MiB
 #: Nova's own ``[filter_scheduler]`` defaults, which a nova.conf setting
 #: replaces: ours are added to them, not put in their place.
 NOVA_DEFAULT_FILTERS = ('ComputeFilter', 'ComputeCapabilitiesFilter',
@@ -48,6 +64,11 @@ class InvalidFlavorRequest(ValueError):
     """The asked-for flavor cannot be a P2P flavor as given."""
 
 
+def _round_up(value: int, multiple: int) -> int:
+    multiple = max(multiple, 1)
+    return -(-value // multiple) * multiple
+
+
 @dataclasses.dataclass(frozen=True)
 class FlavorRequest:
     gpus: int
@@ -57,6 +78,9 @@ class FlavorRequest:
     vcpus: int | None = None
     ram_mb: int | None = None
     disk_gb: int = 100
+    #: One GPU's 64-bit BARs in bytes, which size the guest's 64-bit PCI
+    #: hole; None where they are not known.
+    gpu_bars: tuple[int, ...] | None = None
 
     @property
     def flavor_name(self) -> str:
@@ -64,12 +88,64 @@ class FlavorRequest:
 
     @property
     def vcpu_count(self) -> int:
-        # Enough dedicated CPUs to feed each GPU, split evenly over cells.
-        return 8 * self.gpus if self.vcpus is None else self.vcpus
+        """Given, or 8 per GPU, rounded up to split evenly over the cells.
+
+        Nova refuses a flavor whose vCPUs or RAM its guest NUMA nodes
+        cannot share evenly.
+        """
+        if self.vcpus is not None:
+            return self.vcpus
+        return _round_up(VCPUS_PER_GPU * self.gpus, self.numa_nodes)
 
     @property
     def ram(self) -> int:
-        return 65536 * self.gpus if self.ram_mb is None else self.ram_mb
+        """Given, or 64 GiB per GPU, in whole GiB per guest NUMA node."""
+        if self.ram_mb is not None:
+            return self.ram_mb
+        return _round_up(RAM_GIB_PER_GPU * self.gpus, self.numa_nodes) * 1024
+
+
+def nvidia_bars(bar_gib: int) -> tuple[int, ...]:
+    """An NVIDIA GPU's 64-bit BARs, from its large one (BAR1) in GiB.
+
+    Its 32 MiB BAR3 counts: 8 x 128 GiB fit a 1 TiB hole, but not with
+    eight more BARs, however small (nova-compute sizes the hole by all).
+    """
+    return (bar_gib << 30, NVIDIA_BAR3)
+
+
+def largest_bars(gpus: Iterable[model.PCIFunction]
+                 ) -> tuple[int, ...] | None:
+    """The 64-bit BARs of the GPU that needs the most; None without GPUs.
+
+    A flavor's alias may ask for any of a host's GPU models: size it for
+    the largest.
+    """
+    return max((gpu.bars64 for gpu in gpus), key=pcihole64.needed,
+               default=None)
+
+
+def guest_hole(request: FlavorRequest) -> pcihole64.Hole64 | None:
+    """The 64-bit PCI hole nova-compute will give such a guest.
+
+    As ``[gpu_p2p] pcihole64 = auto`` sizes it, for a guest CPU that is
+    not the host's; None where the GPUs' BARs are not known.
+    """
+    if request.gpu_bars is None:
+        return None
+    return pcihole64.plan('auto', request.gpu_bars * request.gpus,
+                          request.ram * MiB, GUEST_PHYS_BITS)
+
+
+def maxphysaddr_bits(request: FlavorRequest) -> int | None:
+    """``hw:maxphysaddr_bits`` for the hole.
+
+    None where QEMU's default bits hold it, or the BARs are not known.
+    """
+    hole = guest_hole(request)
+    if hole is None or hole.problem is None:
+        return None
+    return pcihole64.min_phys_bits(hole.size, request.ram * MiB)
 
 
 def clique_trait(gpus: int) -> str:
@@ -100,19 +176,22 @@ def validate(request: FlavorRequest) -> None:
         raise InvalidFlavorRequest(
             '--numa-nodes %d: between 1 and the number of GPUs (%d)'
             % (request.numa_nodes, request.gpus))
-    if request.vcpu_count % request.numa_nodes:
-        raise InvalidFlavorRequest(
-            '--vcpus %d does not split evenly over %d NUMA nodes'
-            % (request.vcpu_count, request.numa_nodes))
-    if request.ram % request.numa_nodes:
-        raise InvalidFlavorRequest(
-            '--ram %d does not split evenly over %d NUMA nodes'
-            % (request.ram, request.numa_nodes))
+    # Only given values can be uneven: the defaults are rounded up.
+    for flag, value in (('--vcpus', request.vcpu_count),
+                        ('--ram', request.ram)):
+        if value % request.numa_nodes:
+            lower = value - value % request.numa_nodes
+            raise InvalidFlavorRequest(
+                '%s %d does not split evenly over --numa-nodes %d (Nova '
+                'gives each guest NUMA node the same share): give %s%d' % (
+                    flag, value, request.numa_nodes,
+                    '%d or ' % lower if lower else '',
+                    lower + request.numa_nodes))
 
 
 def properties(request: FlavorRequest) -> dict[str, str]:
     """The flavor's extra specs."""
-    return {
+    specs = {
         'pci_passthrough:alias': '%s:%d' % (request.alias, request.gpus),
         extra_specs.CLIQUE_KEY: extra_specs.CliqueMode.REQUIRED.value,
         extra_specs.NUMA_AFFINITY_KEY:
@@ -122,6 +201,40 @@ def properties(request: FlavorRequest) -> dict[str, str]:
         'hw:cpu_policy': 'dedicated',
         'hw:numa_nodes': str(request.numa_nodes),
     }
+    bits = maxphysaddr_bits(request)
+    if bits is not None:
+        # emulate: the bits are the flavor's whatever the CPU mode, and
+        # Nova schedules to hosts whose CPUs have as many.
+        specs[MAXPHYSADDR_MODE_KEY] = 'emulate'
+        specs[MAXPHYSADDR_BITS_KEY] = str(bits)
+    return specs
+
+
+def _size(size: int) -> str:
+    return ('%d GiB' % (size >> 30) if size >= pcihole64.GiB
+            else '%d MiB' % (size >> 20))
+
+
+def _address_bits_note(request: FlavorRequest) -> str:
+    """Why the flavor has hw:maxphysaddr_* or not, or how to size them."""
+    hole = guest_hole(request)
+    if hole is None:
+        return (
+            '# No NVIDIA GPU here to size the guest\'s 64-bit PCI hole by: '
+            'large-BAR GPUs (such as 8 x 128 GiB)\n'
+            '# need hw:maxphysaddr_mode=emulate and hw:maxphysaddr_bits. '
+            'Run this on a GPU compute host, or give --bar-gib.')
+    bars = '%d GPUs with %s BARs' % (
+        request.gpus, _size(max(request.gpu_bars, default=0)))
+    if hole.problem is None:
+        return ('# %s fit the guest\'s %d physical address bits: no '
+                'hw:maxphysaddr_* needed.' % (bars, GUEST_PHYS_BITS))
+    return (
+        '# hw:maxphysaddr_*: %s need a %s 64-bit PCI hole, beyond the %d '
+        'physical address bits\n'
+        '# QEMU gives a guest CPU that is not the host\'s. nova-api takes '
+        'these keys with nova-gpu-p2p installed.'
+        % (bars, _size(hole.size), GUEST_PHYS_BITS))
 
 
 def commands(request: FlavorRequest) -> list[str]:
@@ -138,12 +251,8 @@ def commands(request: FlavorRequest) -> list[str]:
         '# The image must use the q35 machine type (Nova\'s x86 default is '
         'pc), and UEFI for large-BAR GPUs:\n'
         '#   openstack image set --property hw_machine_type=q35 '
-        '--property hw_firmware_type=uefi IMAGE\n'
-        '# Large-BAR GPUs need the guest\'s physical address bits: '
-        '[libvirt] cpu_mode = host-passthrough, or\n'
-        '#   openstack --os-compute-api-version 2.85 flavor set %s '
-        '--property hw:maxphysaddr_mode=emulate '
-        '--property hw:maxphysaddr_bits=46' % name)
+        '--property hw_firmware_type=uefi IMAGE')
+    lines.append(_address_bits_note(request))
     return lines
 
 

@@ -24,14 +24,15 @@ named by address (``dddd:bb:ss.f``, lower-case hex), at most
 :data:`MAX_CONFIG_SIZE` bytes each, of the host's own ``/sys``. The caller
 names no path. The checks live in :func:`read_config`, a plain function of
 the sysfs root so that tests run it on a generated tree; the entrypoint
-hard-wires :data:`SYS`.
+hard-wires :data:`SYS`. Importing this module does not import oslo.privsep
+(nor eventlet, which it brings): only a call through the daemon needs it,
+not the same read as root nor ``nova-gpu-p2p``'s other commands, so
+the entrypoint is made on first use (:func:`__getattr__`).
 """
 
 import os
 import re
 import stat
-
-from nova import privsep
 
 #: The only sysfs the privileged side ever reads.
 SYS = '/sys'
@@ -148,8 +149,22 @@ def read_configs(sys_root: str, addresses: list[str],
     return result
 
 
-@privsep.sys_admin_pctxt.entrypoint
-def read_pci_configs(addresses: list[str],
-                     size: int) -> dict[str, bytes | str | None]:
-    """The privileged side: :func:`read_configs` of the host's /sys."""
-    return read_configs(SYS, addresses, size)
+def __getattr__(name: str):
+    """``read_pci_configs``, the privsep entrypoint, made on first use.
+
+    oslo.privsep's daemon finds it the same way: it imports this module
+    and looks the name up with getattr.
+    """
+    if name != 'read_pci_configs':
+        raise AttributeError('module %r has no attribute %r'
+                             % (__name__, name))
+    from nova import privsep
+
+    def read_pci_configs(addresses: list[str],
+                         size: int) -> dict[str, bytes | str | None]:
+        """The privileged side: :func:`read_configs` of the host's /sys."""
+        return read_configs(SYS, addresses, size)
+
+    entrypoint = privsep.sys_admin_pctxt.entrypoint(read_pci_configs)
+    globals()[name] = entrypoint
+    return entrypoint

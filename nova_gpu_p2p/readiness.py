@@ -600,22 +600,50 @@ def _traits_text(found: Iterable[str]) -> str:
     return ' '.join(sorted(found)) or '(none)'
 
 
+def no_gpu(topology: model.HostTopology, sysfs_root: str | None) -> Check:
+    """FAIL: no NVIDIA GPU; where they were looked for, and why that may be.
+
+    :param sysfs_root: the sysfs tree the GPUs were looked for in (every
+        backend but ``static``, whose file always lists some, finds them
+        there); None for a capture.
+    """
+    if sysfs_root is None:
+        where = 'the capture'
+        fix = ('capture the GPU host: sudo nova-gpu-p2p capture --output '
+               'FILE')
+    else:
+        where = os.path.join(sysfs_root, 'bus', 'pci', 'devices')
+        fix = ('sysfs lists GPUs whatever driver they are bound to (nvidia, '
+               'vfio-pci or none): if "lspci -nn -d 10de:" lists some, %s '
+               'is not this host\'s sysfs (--sysfs-root, [gpu_p2p] '
+               'sysfs_root); if it lists none, the host does not see them: '
+               'check that they are seated and powered, and the '
+               'firmware\'s PCIe settings' % sysfs_root)
+    others = [f for f in topology.functions.values()
+              if f.vendor == model.NVIDIA_VENDOR_ID]
+    message = 'no NVIDIA GPU found in %s' % where
+    if others:
+        message += (' (%d other NVIDIA PCI functions, such as NVSwitches '
+                    'or audio)' % len(others))
+    return Check(Status.FAIL, 'GPUs', message + ': nothing for P2P flavors '
+                 'to use', fix)
+
+
 def check_p2p_level(topology: model.HostTopology,
                     level: link_class.LinkClass,
                     acs_policy: link_class.AcsPolicy,
                     clique_map: Mapping[str, int] | None = None,
-                    extra_traits: Iterable[str] = ()) -> list[Check]:
+                    extra_traits: Iterable[str] = (),
+                    sysfs_root: str | None = '/sys') -> list[Check]:
     """The cliques ``p2p_level`` gives, and what another level would give.
 
     :param extra_traits: traits decided elsewhere (NUMA affinity), to show
         the whole set the host would report.
+    :param sysfs_root: where GPUs were looked for, see :func:`no_gpu`.
     """
     gpus = topology.gpus()
     if not gpus:
-        return [Check(Status.FAIL, 'GPUs', 'no NVIDIA GPU found: nothing '
-                      'for P2P flavors to use',
-                      'check "lspci -nn -d 10de:", the firmware\'s PCIe '
-                      'settings, and [gpu_p2p] topology_backend')]
+        return [no_gpu(topology, sysfs_root)]
     result = cliques_mod.assign(topology, level, acs_policy, clique_map)
     groups = [g for g in result.groups
               if len(g) > 1 and result.ids[g[0]] is not None]
@@ -758,7 +786,7 @@ def host_checks(topology: model.HostTopology, versions: HostVersions,
     checks.extend(check_numa(topology))
     checks.extend(check_nvswitch(topology))
     checks.extend(check_p2p_level(topology, level, acs_policy, clique_map,
-                                  numa_traits))
+                                  numa_traits, sysfs_root))
     if pci is not None:
         checks.extend(check_placement(topology, result, pci))
     checks.extend(check_findings(topology.findings + result.findings))

@@ -12,10 +12,18 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``nova-gpu-p2p``: look at a host the way the driver sees it."""
+"""``nova-gpu-p2p``: look at a host the way the driver sees it.
+
+It reads the host's nova.conf as nova-manage does, and answers a bad input
+with one line on standard error and exit status 2, never a traceback.
+Only what a command uses is imported: oslo.privsep (with eventlet) only
+where config space is read through nova-compute's daemon, Nova's own code
+only where ``check`` judges ``[pci]``.
+"""
 
 import argparse
 import json
+import os
 import sys
 
 from oslo_config import cfg
@@ -32,6 +40,7 @@ from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 from nova_gpu_p2p import traits
 
+PROG = 'nova-gpu-p2p'
 LEVELS = [name for name, _ in conf.P2P_LEVELS]
 #: Per GPU pair in --json: the switch downstream ports that send its P2P
 #: traffic up, by why.
@@ -40,6 +49,76 @@ _ROUTE_KEYS = {
     link_class.AcsRoute.EGRESS_CONTROL: 'acs_egress_control',
     link_class.AcsRoute.UNKNOWN: 'acs_unknown',
 }
+
+
+class UsageError(Exception):
+    """A bad command line, nova.conf or file: one line, exit status 2."""
+
+
+def _config_sources(args: argparse.Namespace
+                    ) -> tuple[list[str] | None, list[str] | None]:
+    """oslo.config's config files and directories for the command line.
+
+    None for both (no option): oslo.config's own search for project nova,
+    as nova-manage's: ``nova.conf`` and ``nova-gpu-p2p.conf`` in
+    ``~/.nova``, ``~``, ``/etc/nova`` and ``/etc``, and their ``.conf.d``
+    directories.
+    """
+    if getattr(args, 'no_config', False):
+        return [], []
+    if getattr(args, 'config_file', None):
+        for path in args.config_file:
+            if not os.path.isfile(path):
+                raise UsageError('--config-file %s: %s' % (
+                    path, 'is a directory' if os.path.isdir(path)
+                    else 'no such file'))
+        return args.config_file, []
+    return None, None
+
+
+def _parse_config(opts: cfg.ConfigOpts, files: list[str] | None,
+                  dirs: list[str] | None) -> None:
+    try:
+        opts([], project='nova', prog=PROG, default_config_files=files,
+             default_config_dirs=dirs)
+    except cfg.ConfigFilesPermissionDeniedError as exc:
+        raise UsageError(
+            'cannot read %s: permission denied; run as root (sudo), or '
+            'give --config-file FILE or --no-config'
+            % ', '.join(exc.config_files))
+    except cfg.ConfigFileParseError as exc:
+        raise UsageError('%s is not an INI file: %s'
+                         % (exc.config_file, exc.msg))
+    except (cfg.Error, OSError) as exc:
+        raise UsageError('cannot read the configuration: %s' % exc)
+
+
+def _bad_value(opt: cfg.Opt, files: list[str] | None,
+               dirs: list[str] | None) -> str:
+    """Where a ``[gpu_p2p]`` value is set, the value, what is allowed.
+
+    oslo.config's own message shows its LocationInfo internals; the value
+    is read again as the plain text it is in the file.
+    """
+    raw = cfg.ConfigOpts()
+    raw.register_opt(cfg.StrOpt(opt.dest), group=conf.GROUP.name)
+    _parse_config(raw, files, dirs)
+    value = raw[conf.GROUP.name][opt.dest]
+    where = raw.get_location(opt.dest, conf.GROUP.name).detail
+    item_type = getattr(opt.type, 'item_type', opt.type)
+    choices = getattr(item_type, 'choices', None)
+    reason = 'not valid'
+    if choices:
+        reason = '%s be one of %s' % (
+            'must' if item_type is opt.type else 'each item must',
+            ', '.join(choices))
+    else:
+        try:
+            opt.type(value)
+        except ValueError as exc:
+            reason = str(exc)
+    return '%s: [%s] %s = %r: %s' % (where, conf.GROUP.name, opt.dest,
+                                     value, reason)
 
 
 def _load_conf(args: argparse.Namespace,
@@ -53,13 +132,24 @@ def _load_conf(args: argparse.Namespace,
         from nova.conf import pci as pci_conf
 
         pci_conf.register_opts(opts)
-    files = [args.config_file] if args.config_file else []
-    opts([], project='nova', default_config_files=files)
+    files, dirs = _config_sources(args)
+    _parse_config(opts, files, dirs)
+    group = opts[conf.GROUP.name]
+    for opt in conf.OPTS:
+        try:
+            getattr(group, opt.dest)
+        except ValueError:
+            raise UsageError(_bad_value(opt, files, dirs))
     if getattr(args, 'sysfs_root', None):
         opts.set_override('sysfs_root', args.sysfs_root, group='gpu_p2p')
         opts.set_override('topology_backend', 'sysfs', group='gpu_p2p')
     conf.validate(opts)
     return opts
+
+
+def _config_read(opts: cfg.ConfigOpts) -> list[str]:
+    """The nova.conf files and directories the options came from."""
+    return list(opts.config_file) + list(opts.config_dir or ())
 
 
 def _read_host(args: argparse.Namespace,
@@ -69,8 +159,8 @@ def _read_host(args: argparse.Namespace,
     return backends.load(opts.gpu_p2p.topology_backend, opts).discover()
 
 
-def to_json(result: discovery.HostGPUs, level: str,
-            acs_policy: str) -> dict:
+def to_json(result: discovery.HostGPUs, level: str, acs_policy: str,
+            config_files: list[str] | None = None) -> dict:
     topology = result.topology
     policy = link_class.AcsPolicy(acs_policy)
     gpus = topology.gpus()
@@ -87,10 +177,14 @@ def to_json(result: discovery.HostGPUs, level: str,
             for route, key in _ROUTE_KEYS.items():
                 link[key] = [port for port, why in routes.items()
                              if route in why]
+            # A static topology's own answer, which decides the pair.
+            link['override'] = topology.p2p_overrides.get(
+                frozenset((a.address, b.address)))
             links['%s %s' % (a.address, b.address)] = link
     return {
         'p2p_level': level,
         'acs_policy': acs_policy,
+        'config_files': list(config_files or ()),
         'gpus': [{'address': g.address, 'numa_node': g.numa_node,
                   'root_complex': g.root_complex,
                   'clique': result.cliques.ids[g.address],
@@ -110,6 +204,35 @@ def to_json(result: discovery.HostGPUs, level: str,
     }
 
 
+def _numa(node: int | None) -> str:
+    return '-' if node is None else str(node)
+
+
+def _cell(link: dict) -> tuple[str, str]:
+    """A pair's matrix cell, and its legend mark ('' for none).
+
+    A static topology's answer decides the pair: it is shown, not the
+    class of a PCI tree it overrides.
+    """
+    if link['override'] is not None:
+        return ('OK' if link['override'] else 'NS'), 'static'
+    if link['effective'] == link['pcie']:
+        return link['effective'], ''
+    # Read ACS settings, else ACS that could not be read.
+    read = link['acs_redirect'] or link['acs_egress_control']
+    mark = '*' if read else '?'
+    return link['effective'] + mark, mark
+
+
+_LEGEND = {
+    '*': '* = made worse by ACS P2P request redirect or egress control',
+    '?': '? = made worse by ACS that could not be read, counted as '
+         'request redirect on',
+    'static': 'OK, NS = P2P capable or not, as the static topology says '
+              '(p2p_level does not apply)',
+}
+
+
 def render_matrix(report: dict) -> str:
     """An ``nvidia-smi topo -m`` style table of the GPUs."""
     gpus = report['gpus']
@@ -118,7 +241,7 @@ def render_matrix(report: dict) -> str:
                                       'root complex', 'clique')
     lines = ['%-6s' % '' + ''.join('%-7s' % label for label in labels)
              + header]
-    unknown = False
+    marks = set()
     for i, gpu in enumerate(gpus):
         cells = []
         for j, other in enumerate(gpus):
@@ -126,36 +249,42 @@ def render_matrix(report: dict) -> str:
                 cells.append('X')
                 continue
             pair = sorted((gpu['address'], other['address']))
-            link = report['links']['%s %s' % tuple(pair)]
-            cell = link['effective']
-            if link['effective'] != link['pcie']:
-                # Read ACS settings, else ACS that could not be read.
-                read = link['acs_redirect'] or link['acs_egress_control']
-                cell += '*' if read else '?'
-                unknown = unknown or not read
+            cell, mark = _cell(report['links']['%s %s' % tuple(pair)])
+            marks.add(mark)
             cells.append(cell)
         lines.append('%-6s' % labels[i] + ''.join('%-7s' % c for c in cells)
                      + '%-14s %-5s %-12s %s' % (
-                         gpu['address'],
-                         '-' if gpu['numa_node'] is None
-                         else gpu['numa_node'],
+                         gpu['address'], _numa(gpu['numa_node']),
                          gpu['root_complex'],
                          '-' if gpu['clique'] is None else gpu['clique']))
     lines.append('')
-    legend = ('p2p_level=%s acs_policy=%s; * = made worse by ACS P2P '
-              'request redirect or egress control' % (report['p2p_level'],
-                                                      report['acs_policy']))
-    if unknown:
-        legend += ('; ? = made worse by ACS that could not be read, counted '
-                   'as request redirect on')
-    lines.append(legend)
-    for nic in report['nics']:
-        lines.append('NIC %s numa_node %s root complex %s' % (
-            nic['address'], nic['numa_node'], nic['root_complex']))
+    legend = 'p2p_level=%s acs_policy=%s (%s)' % (
+        report['p2p_level'], report['acs_policy'],
+        'from ' + ', '.join(report['config_files'])
+        if report['config_files'] else 'defaults: no nova.conf read')
+    lines.append('; '.join([legend] + [_LEGEND[mark] for mark in _LEGEND
+                                       if mark in marks]))
+    lines.extend(_nic_lines(report))
     lines.append('traits: %s' % (' '.join(report['traits']) or '(none)'))
-    for finding in report['findings']:
-        lines.append('note: %s' % finding)
+    lines.extend('note: %s' % finding for finding in report['findings'])
     return '\n'.join(lines)
+
+
+def _nic_lines(report: dict) -> list[str]:
+    return ['NIC %s numa_node %s root complex %s' % (
+        nic['address'], _numa(nic['numa_node']), nic['root_complex'])
+        for nic in report['nics']]
+
+
+def _sentence(text: str) -> str:
+    return '%s%s.' % (text[:1].upper(), text[1:])
+
+
+def render_no_gpu(report: dict, check: readiness.Check) -> str:
+    """No matrix to show: say so, and where to look."""
+    return '\n'.join([_sentence(check.message), _sentence(check.fix)]
+                     + _nic_lines(report)
+                     + ['note: %s' % f for f in report['findings']])
 
 
 def cmd_topology(args: argparse.Namespace) -> int:
@@ -163,7 +292,8 @@ def cmd_topology(args: argparse.Namespace) -> int:
     level = args.level or opts.gpu_p2p.p2p_level
     result = discovery.evaluate(_read_host(args, opts), opts,
                                 link_class.LinkClass[level])
-    report = to_json(result, level, opts.gpu_p2p.acs_policy)
+    report = to_json(result, level, opts.gpu_p2p.acs_policy,
+                     _config_read(opts))
     if args.device_spec:
         lines = [device_spec.entry(address, clique)
                  for address, clique in sorted(result.cliques.ids.items())
@@ -179,25 +309,60 @@ def cmd_topology(args: argparse.Namespace) -> int:
             print('\n'.join(lines))
     elif args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
+    elif not report['gpus']:
+        print(render_no_gpu(report, readiness.no_gpu(
+            result.topology, _sysfs_read(args, opts))))
     else:
         print(render_matrix(report))
     return 0
 
 
+def _sysfs_read(args: argparse.Namespace,
+                opts: cfg.ConfigOpts) -> str | None:
+    """The sysfs tree the GPUs were looked for in; None: a capture.
+
+    Every backend but ``static`` finds the GPUs in sysfs, and a static
+    file always lists some.
+    """
+    return None if getattr(args, 'load', None) else opts.gpu_p2p.sysfs_root
+
+
 def cmd_capture(args: argparse.Namespace) -> int:
     opts = _load_conf(args)
     topology = _read_host(args, opts)
-    capture.save(topology, args.output)
+    try:
+        capture.save(topology, args.output)
+    except OSError as exc:
+        raise UsageError('--output %s: %s' % (args.output,
+                                              exc.strerror or exc))
     print('captured %d PCI functions, %d NVIDIA GPUs to %s' % (
         len(topology.functions), len(topology.gpus()), args.output))
     return 0
+
+
+def _flavor_bars(args: argparse.Namespace) -> tuple[int, ...] | None:
+    """One GPU's 64-bit BARs: ``--bar-gib``, else this host's largest.
+
+    None where neither says: no GPU here (not a compute host).
+    """
+    if args.bar_gib is not None:
+        return flavor_commands.nvidia_bars(args.bar_gib)
+    opts = _load_conf(args)
+    try:
+        topology = sysfs.SysfsBackend(
+            opts, read_config=_no_privileged_read).discover()
+    except backends.TopologyError:
+        if args.sysfs_root:
+            raise
+        return None
+    return flavor_commands.largest_bars(topology.gpus())
 
 
 def cmd_flavor(args: argparse.Namespace) -> int:
     request = flavor_commands.FlavorRequest(
         gpus=args.gpus, alias=args.alias, numa_nodes=args.numa_nodes,
         name=args.name, vcpus=args.vcpus, ram_mb=args.ram,
-        disk_gb=args.disk)
+        disk_gb=args.disk, gpu_bars=_flavor_bars(args))
     print('\n'.join(flavor_commands.commands(request)), flush=True)
     # After the commands, on stderr: standard output stays a shell script
     # (the devstack plugin runs it), and these lines paste into nova.conf.
@@ -225,7 +390,7 @@ def _host_versions(args: argparse.Namespace) -> readiness.HostVersions:
 
 
 def _no_privileged_read(path: str, size: int) -> bytes:
-    """Binding facts need no config space: never start privsep for them."""
+    """Bindings and BARs need no config space: never start privsep."""
     return b''
 
 
@@ -235,12 +400,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     # Without a nova.conf, [pci] holds Nova's defaults, not this host's.
     pci = (readiness.PciSettings(opts.pci.report_in_placement,
                                  tuple(opts.pci.device_spec))
-           if args.config_file else None)
+           if _config_read(opts) else None)
     group = opts.gpu_p2p
     level = link_class.LinkClass[args.level or group.p2p_level]
     policy = link_class.AcsPolicy(group.acs_policy)
     versions = _host_versions(args)
-    sysfs_root = None if args.load else group.sysfs_root
+    sysfs_root = _sysfs_read(args, opts)
     try:
         topology = _read_host(args, opts)
         bindings = None
@@ -249,6 +414,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             bindings = sysfs.SysfsBackend(
                 opts, read_config=_no_privileged_read).discover()
     except backends.TopologyError as exc:
+        if args.load:
+            raise
         empty = model.HostTopology(functions={})
         checks = readiness.check_versions(versions, empty, False)
         checks.append(readiness.check_firmware(args.root))
@@ -277,11 +444,51 @@ def cmd_check(args: argparse.Namespace) -> int:
     return status
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError('%r is not a whole number of 1 or '
+                                         'more' % text)
+    return value
+
+
+class _Version(argparse.Action):
+    """``--version``: the package's version, looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str,
+                 **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0,
+                         default=argparse.SUPPRESS,
+                         help='print the version of nova-gpu-p2p and exit')
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import pbr.version
+
+        print('%s %s' % (PROG, pbr.version.VersionInfo(
+            'nova-gpu-p2p').version_string()))
+        parser.exit()
+
+
+def _add_config(parser: argparse.ArgumentParser,
+                sections: str = '[gpu_p2p]') -> None:
+    """Which nova.conf: oslo.config's search, --config-file, or none."""
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument('--config-file', action='append', metavar='FILE',
+                       help='nova.conf to read %s from, instead of the '
+                            'one found as nova-manage finds it '
+                            '(/etc/nova/nova.conf ...); repeat it for '
+                            'more files, later ones win' % sections)
+    which.add_argument('--no-config', action='store_true',
+                       help='read no nova.conf: the defaults apply')
+
+
 def _add_host_source(parser: argparse.ArgumentParser, load_help: str,
                      sections: str = '[gpu_p2p]') -> None:
-    """--config-file, and where the host is read: --sysfs-root or --load."""
-    parser.add_argument('--config-file',
-                        help='nova.conf to read %s from' % sections)
+    """nova.conf, and where the host is read: --sysfs-root or --load."""
+    _add_config(parser, sections)
     source = parser.add_mutually_exclusive_group()
     source.add_argument('--sysfs-root', help='read this directory as /sys')
     source.add_argument('--load', metavar='FILE', help=load_help)
@@ -289,9 +496,10 @@ def _add_host_source(parser: argparse.ArgumentParser, load_help: str,
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog='nova-gpu-p2p',
+        prog=PROG,
         description='GPU P2P topology of this compute host, as the '
                     'gpu_p2p.GPUP2PLibvirtDriver compute driver sees it.')
+    parser.add_argument('--version', action=_Version)
     sub = parser.add_subparsers(dest='command', required=True)
 
     topo = sub.add_parser('topology', help='show GPU links and cliques')
@@ -311,8 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     cap = sub.add_parser('capture', help='save this host\'s topology for '
                                          'bug reports and offline tests')
     cap.add_argument('--output', required=True, metavar='FILE')
-    cap.add_argument('--config-file', help='nova.conf to read [gpu_p2p] '
-                                           'from')
+    _add_config(cap)
     cap.add_argument('--sysfs-root', help='read this directory as /sys')
     cap.set_defaults(func=cmd_capture)
 
@@ -328,12 +535,22 @@ def build_parser() -> argparse.ArgumentParser:
     flavor.add_argument('--name', help='flavor name (default '
                                        'gpu-p2p.<N>x)')
     flavor.add_argument('--vcpus', type=int,
-                        help='dedicated vCPUs (default 8 per GPU)')
+                        help='dedicated vCPUs (default 8 per GPU, rounded '
+                             'up to a multiple of --numa-nodes)')
     flavor.add_argument('--ram', type=int, metavar='MB',
-                        help='RAM in MB (default 64 GiB per GPU)')
+                        help='RAM in MB (default 64 GiB per GPU, rounded '
+                             'up to whole GiB per NUMA node)')
     flavor.add_argument('--disk', type=int, default=100, metavar='GB',
                         help='root disk in GB (default 100)')
-    flavor.set_defaults(func=cmd_flavor)
+    bars = flavor.add_mutually_exclusive_group()
+    bars.add_argument('--bar-gib', type=_positive, metavar='N',
+                      help='each GPU\'s large BAR (BAR1) in GiB, which '
+                           'sizes hw:maxphysaddr_bits (default: the '
+                           'largest of this host\'s GPUs)')
+    bars.add_argument('--sysfs-root',
+                      help='read the GPUs\' BARs in this directory as /sys')
+    # The flavor is the cloud's, not this host's: no nova.conf.
+    flavor.set_defaults(func=cmd_flavor, no_config=True)
 
     check = sub.add_parser(
         'check', help='is this compute host ready: libvirt, QEMU, '
@@ -364,10 +581,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (backends.TopologyError, conf.InvalidConfig,
+    except (UsageError, backends.TopologyError, conf.InvalidConfig,
             flavor_commands.InvalidFlavorRequest) as exc:
-        print('nova-gpu-p2p: %s' % exc, file=sys.stderr)
+        print('%s: %s' % (PROG, exc), file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader (head, less) is gone; nothing is left to say, not even
+        # at exit when Python flushes standard output.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == '__main__':

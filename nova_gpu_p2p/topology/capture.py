@@ -112,7 +112,10 @@ def load(path: str) -> model.HostTopology:
     """Read a capture; TopologyError names the file and what is wrong."""
     try:
         with open(path) as f:
-            return from_dict(json.load(f))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise ValueError('its top level is not a JSON object')
+        return from_dict(data)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise backends.TopologyError(
             '%s is not a readable nova-gpu-p2p capture: %s' % (path, exc))

@@ -44,10 +44,13 @@ LOCAL_DISTANCE = 10
 UNREACHABLE_DISTANCE = 255
 P2P_OK = 'OK'
 SELF = 'X'
+#: Linux's largest CONFIG_NR_CPUS: no CPU list names a CPU beyond it.
+MAX_CPUS = 8192
 
 _DECIMAL = re.compile(r'[0-9]+')
 _DEVICE_ID = re.compile(r'(?:0x)?[0-9a-f]{1,4}', re.IGNORECASE)
 _LABEL = re.compile(r'GPU(0|[1-9][0-9]*)')
+_CPU_RANGE = re.compile(r'\s*([0-9]+)(?:-([0-9]+))?\s*')
 
 
 def _line(node: yaml.Node) -> int:
@@ -258,7 +261,7 @@ class _Parser:
                 text = self.scalar(fields['cpus'], what + ' cpus',
                                    'a CPU list')
                 try:
-                    cpus = sysfs.parse_cpulist(text)
+                    cpus = _cpulist(text)
                 except ValueError:
                     raise self.error(
                         _line(fields['cpus']), "%s cpus must be a CPU list "
@@ -399,6 +402,23 @@ class _Parser:
                 "GPUs, GPU0 to GPU%d in the order listed"
                 % (token, count, count - 1))
         return int(match.group(1))
+
+
+def _cpulist(text: str) -> frozenset[int]:
+    """A CPU list as Linux writes it, which never runs backwards.
+
+    ``31-0`` would otherwise read as no CPU at all, and ``0-99999999999``
+    take the host's memory.
+    """
+    for part in filter(None, text.split(',')):
+        match = _CPU_RANGE.fullmatch(part)
+        if match is None:
+            raise ValueError(part)
+        first = int(match.group(1))
+        last = int(match.group(2) or first)
+        if not first <= last < MAX_CPUS:
+            raise ValueError(part)
+    return sysfs.parse_cpulist(text)
 
 
 def _clique_overrides(gpus: list[_Gpu]) -> dict[frozenset[str], bool]:

@@ -15,12 +15,15 @@
 """``nova-gpu-p2p flavor`` and ``topology --device-spec``."""
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
+import re
 import shlex
 
 import fixtures
+from nova.api.validation.extra_specs import validators
 import nova.conf
 from nova.conf import pci as pci_conf
 from nova.conf import scheduler as scheduler_conf
@@ -30,22 +33,29 @@ from oslo_config import cfg
 import testtools
 
 from nova_gpu_p2p.cmd import cli
+from nova_gpu_p2p import extra_spec_validators
 from nova_gpu_p2p import flavor_commands as fc
+from nova_gpu_p2p.guest import nova_guest
+from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.tests.fixtures import hosts
+from nova_gpu_p2p.tests.unit import test_cli
 from nova_gpu_p2p.tests.unit import test_corpus
+from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 
-NOTE = (
+IMAGE_NOTE = (
     "# The image must use the q35 machine type (Nova's x86 default is pc), "
     "and UEFI for large-BAR GPUs:\n"
     "#   openstack image set --property hw_machine_type=q35 "
-    "--property hw_firmware_type=uefi IMAGE\n"
-    "# Large-BAR GPUs need the guest's physical address bits: [libvirt] "
-    "cpu_mode = host-passthrough, or\n"
-    "#   openstack --os-compute-api-version 2.85 flavor set %s "
-    "--property hw:maxphysaddr_mode=emulate "
-    "--property hw:maxphysaddr_bits=46")
+    "--property hw_firmware_type=uefi IMAGE")
+UNSIZED_NOTE = (
+    "# No NVIDIA GPU here to size the guest's 64-bit PCI hole by: large-BAR "
+    "GPUs (such as 8 x 128 GiB)\n"
+    "# need hw:maxphysaddr_mode=emulate and hw:maxphysaddr_bits. Run this on "
+    "a GPU compute host, or give --bar-gib.")
+#: Eight A100-PCIE with 128 GiB BARs on two NUMA nodes.
+LARGE_BAR_HOST = 'pcie-8gpu-4switch-2socket'
 
 
 class TestCliqueTrait(testtools.TestCase):
@@ -140,10 +150,18 @@ class TestValidate(testtools.TestCase):
     def test_as_many_numa_nodes_as_gpus(self):
         fc.validate(fc.FlavorRequest(gpus=4, alias='a100', numa_nodes=4))
 
-    def test_default_vcpus_uneven(self):
-        # 4 GPUs: 32 vCPUs by default, not a multiple of 3.
-        self.assertEqual('--vcpus 32 does not split evenly over 3 NUMA nodes',
-                         self.error(gpus=4, numa_nodes=3))
+    def test_defaults_split_evenly(self):
+        # 4 GPUs over 3 nodes: 32 vCPUs and 256 GiB would not split, so
+        # the defaults are rounded up, and nothing talks of --vcpus or
+        # --ram the user never gave.
+        request = fc.FlavorRequest(gpus=4, alias='a100', numa_nodes=3)
+        fc.validate(request)
+        self.assertEqual(33, request.vcpu_count)
+        self.assertEqual(258 * 1024, request.ram)
+        request = fc.FlavorRequest(gpus=16, alias='a100', numa_nodes=3)
+        fc.validate(request)
+        self.assertEqual((129, 1026 * 1024),
+                         (request.vcpu_count, request.ram))
 
     def test_zero_and_negative_sizes(self):
         # Zero is not "use the default": it is refused, naming the flag.
@@ -159,17 +177,19 @@ class TestValidate(testtools.TestCase):
                          "characters", self.error(gpus=2, name='a\nb'))
 
     def test_given_vcpus_uneven(self):
-        self.assertEqual('--vcpus 33 does not split evenly over 2 NUMA nodes',
-                         self.error(gpus=4, numa_nodes=2, vcpus=33))
-
-    def test_default_ram_uneven(self):
-        # 4 GPUs: 262144 MB by default, not a multiple of 3.
-        self.assertEqual('--ram 262144 does not split evenly over 3 NUMA '
-                         'nodes', self.error(gpus=4, numa_nodes=3, vcpus=24))
+        self.assertEqual(
+            '--vcpus 33 does not split evenly over --numa-nodes 2 (Nova '
+            'gives each guest NUMA node the same share): give 32 or 34',
+            self.error(gpus=4, numa_nodes=2, vcpus=33))
 
     def test_given_ram_uneven(self):
-        self.assertEqual('--ram 1001 does not split evenly over 2 NUMA nodes',
-                         self.error(gpus=2, numa_nodes=2, ram_mb=1001))
+        self.assertEqual(
+            '--ram 1001 does not split evenly over --numa-nodes 2 (Nova '
+            'gives each guest NUMA node the same share): give 1000 or 1002',
+            self.error(gpus=2, numa_nodes=2, ram_mb=1001))
+        # Below one per node, only the next multiple is offered.
+        self.assertTrue(self.error(gpus=4, numa_nodes=3, ram_mb=2).endswith(
+            ': give 3'))
 
     def test_even_split_accepted(self):
         fc.validate(fc.FlavorRequest(gpus=6, alias='a100', numa_nodes=3))
@@ -226,7 +246,7 @@ class TestCommands(testtools.TestCase):
              '    --property trait:CUSTOM_GPU_NUMA_AFFINITY=required \\\n'
              '    --property hw:cpu_policy=dedicated \\\n'
              '    --property hw:numa_nodes=1',
-             NOTE % 'gpu-p2p.8x'],
+             IMAGE_NOTE, UNSIZED_NOTE],
             fc.commands(fc.FlavorRequest(gpus=8, alias='a100')))
 
     def test_everything_given(self):
@@ -242,8 +262,7 @@ class TestCommands(testtools.TestCase):
                       lines[1])
         self.assertTrue(lines[1].endswith('--property hw:numa_nodes=2'),
                         lines[1])
-        self.assertEqual(NOTE % 'p2p.l40s.4', lines[2])
-        self.assertEqual(3, len(lines))
+        self.assertEqual([IMAGE_NOTE, UNSIZED_NOTE], lines[2:])
 
     def test_name_with_space_is_quoted(self):
         lines = fc.commands(fc.FlavorRequest(gpus=2, alias='a100',
@@ -252,8 +271,6 @@ class TestCommands(testtools.TestCase):
             "openstack flavor create 'my gpu flavor' --vcpus 16"), lines[0])
         self.assertTrue(lines[1].startswith(
             "openstack flavor set 'my gpu flavor' \\\n"), lines[1])
-        self.assertIn("flavor set 'my gpu flavor' --property "
-                      "hw:maxphysaddr_mode=emulate", lines[2])
 
     def test_name_with_quote_and_dollar_survives_the_shell(self):
         name = "it's $HOME; rm -rf /"
@@ -286,9 +303,101 @@ class TestCommands(testtools.TestCase):
             words)
 
     def test_notes_are_shell_comments(self):
-        note = fc.commands(fc.FlavorRequest(gpus=2, alias='a100'))[2]
-        for line in note.splitlines():
-            self.assertTrue(line.startswith('#'), line)
+        for bars in (None, fc.nvidia_bars(1), fc.nvidia_bars(128)):
+            notes = fc.commands(fc.FlavorRequest(gpus=8, alias='a100',
+                                                 gpu_bars=bars))[2:]
+            for line in '\n'.join(notes).splitlines():
+                self.assertTrue(line.startswith('#'), line)
+
+
+class TestAddressBits(testtools.TestCase):
+    """hw:maxphysaddr_* sized as nova-compute sizes the guest's PCI hole."""
+
+    def request(self, gpus=8, bars=None, **kwargs):
+        if bars is None:
+            bars = fc.largest_bars(test_corpus.discover(LARGE_BAR_HOST)
+                                   .gpus())
+        return fc.FlavorRequest(gpus=gpus, alias='a100', gpu_bars=bars,
+                                **kwargs)
+
+    def test_bar_gib_stands_for_the_gpus_bars(self):
+        # --bar-gib 128 says what sysfs says of an A100 or H100.
+        self.assertEqual(fc.nvidia_bars(128), self.request().gpu_bars)
+
+    def test_largest_gpu_of_the_host(self):
+        small = model.PCIFunction('0000:01:00.0', model.NVIDIA_VENDOR_ID,
+                                  0x2230, 0x030000, None, 'pci0000:00',
+                                  bars64=fc.nvidia_bars(1))
+        large = dataclasses.replace(small, address='0000:02:00.0',
+                                    bars64=fc.nvidia_bars(64))
+        self.assertEqual(fc.nvidia_bars(64),
+                         fc.largest_bars([small, large, small]))
+        self.assertIsNone(fc.largest_bars([]))
+
+    def test_eight_large_bars_need_the_bits_the_driver_asks_for(self):
+        request = self.request(numa_nodes=2)
+        bits = fc.maxphysaddr_bits(request)
+        self.assertEqual(42, bits)
+        self.assertEqual('emulate', fc.properties(request)[
+            'hw:maxphysaddr_mode'])
+        self.assertEqual('42', fc.properties(request)[
+            'hw:maxphysaddr_bits'])
+        # Exactly what nova-compute's rule asks of such a guest, and
+        # enough for it: one bit less and the guest would not start.
+        bars = request.gpu_bars * 8
+        memory = request.ram * fc.MiB
+        asked = pcihole64.plan('auto', bars, memory,
+                               fc.GUEST_PHYS_BITS).problem
+        self.assertEqual(str(bits), re.search(
+            r'hw:maxphysaddr_bits=(\d+)', asked).group(1))
+        self.assertIsNone(pcihole64.plan('auto', bars, memory, bits).problem)
+        self.assertIsNotNone(
+            pcihole64.plan('auto', bars, memory, bits - 1).problem)
+
+    def test_the_guests_ram_counts(self):
+        # The hole sits above guest RAM, aligned to its size.
+        self.assertEqual(43, fc.maxphysaddr_bits(self.request(
+            ram_mb=4 << 20)))
+        self.assertEqual(41, fc.maxphysaddr_bits(self.request(gpus=4)))
+
+    def test_small_bars_need_nothing(self):
+        request = self.request(gpus=2, bars=fc.nvidia_bars(64))
+        self.assertIsNone(fc.maxphysaddr_bits(request))
+        self.assertNotIn('hw:maxphysaddr_bits', fc.properties(request))
+        self.assertEqual("# 2 GPUs with 64 GiB BARs fit the guest's 40 "
+                         "physical address bits: no hw:maxphysaddr_* "
+                         "needed.", fc.commands(request)[-1])
+
+    def test_unknown_bars_size_nothing(self):
+        request = self.request(bars=None)
+        request = dataclasses.replace(request, gpu_bars=None)
+        self.assertIsNone(fc.guest_hole(request))
+        self.assertNotIn('hw:maxphysaddr_mode', fc.properties(request))
+        self.assertEqual(UNSIZED_NOTE, fc.commands(request)[-1])
+
+    def test_sized_flavor_commands(self):
+        lines = fc.commands(self.request(numa_nodes=2))
+        self.assertTrue(lines[1].endswith(
+            '    --property hw:maxphysaddr_mode=emulate \\\n'
+            '    --property hw:maxphysaddr_bits=42'), lines[1])
+        self.assertIn('8 GPUs with 128 GiB BARs need a 2048 GiB 64-bit PCI '
+                      'hole', lines[-1])
+        # Our validators let nova-api take them at any microversion.
+        self.assertTrue(lines[-1].endswith(
+            'nova-api takes these keys with nova-gpu-p2p installed.'))
+
+    def test_novas_api_takes_every_property(self):
+        # With our validators loaded, at the latest microversion.
+        for key, value in fc.properties(self.request(numa_nodes=2)).items():
+            validators.validate(key, value)
+
+    def test_constants_are_novas_and_the_drivers(self):
+        self.assertEqual(nova_guest.QEMU_DEFAULT_PHYS_BITS,
+                         fc.GUEST_PHYS_BITS)
+        self.assertEqual(
+            (extra_spec_validators.MAXPHYSADDR_MODE_KEY,
+             extra_spec_validators.MAXPHYSADDR_BITS_KEY),
+            (fc.MAXPHYSADDR_MODE_KEY, fc.MAXPHYSADDR_BITS_KEY))
 
 
 class TestSchedulerSettings(testtools.TestCase):
@@ -348,6 +457,12 @@ class TestSchedulerSettings(testtools.TestCase):
 
 class TestFlavorCLI(testtools.TestCase):
 
+    def setUp(self):
+        super().setUp()
+        # A /sys without NVIDIA GPUs, as on a controller.
+        self.no_gpu = self.useFixture(fixtures.TempDir()).path
+        os.makedirs(os.path.join(self.no_gpu, 'bus', 'pci', 'devices'))
+
     def run_cli(self, *argv):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -356,7 +471,7 @@ class TestFlavorCLI(testtools.TestCase):
 
     def test_prints_commands(self):
         rc, out, err = self.run_cli('flavor', '--gpus', '8', '--alias',
-                                    'a100')
+                                    'a100', '--sysfs-root', self.no_gpu)
         self.assertEqual(0, rc)
         # The nova.conf settings after the commands, on stderr: stdout
         # stays a shell script.
@@ -368,8 +483,41 @@ class TestFlavorCLI(testtools.TestCase):
         self.assertIn('    --property trait:CUSTOM_GPU_P2P_CLIQUE_8='
                       'required \\', lines)
         self.assertIn('    --property hw:numa_nodes=1', lines)
-        self.assertTrue(out.endswith(
-            '--property hw:maxphysaddr_bits=46\n'), out)
+        self.assertTrue(out.endswith(UNSIZED_NOTE + '\n'), out)
+
+    def test_sized_from_this_hosts_gpus(self):
+        rc, out, err = self.run_cli(
+            'flavor', '--gpus', '8', '--alias', 'a100', '--numa-nodes', '2',
+            '--sysfs-root', test_corpus.tree(LARGE_BAR_HOST))
+        self.assertEqual(0, rc, err)
+        self.assertIn('    --property hw:maxphysaddr_mode=emulate \\\n'
+                      '    --property hw:maxphysaddr_bits=42\n', out)
+        self.assertEqual(out, self.run_cli(
+            'flavor', '--gpus', '8', '--alias', 'a100', '--numa-nodes', '2',
+            '--bar-gib', '128')[1])
+
+    def test_reads_the_hosts_sys_by_default(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.topology.sysfs.SysfsBackend.discover',
+            return_value=test_corpus.discover(LARGE_BAR_HOST)))
+        rc, out, err = self.run_cli('flavor', '--gpus', '4', '--alias', 'a')
+        self.assertEqual(0, rc, err)
+        self.assertIn('hw:maxphysaddr_bits=41', out)
+
+    def test_bar_gib_and_sysfs_root_errors(self):
+        for argv in (('--bar-gib', '0'), ('--bar-gib', 'x'),
+                     ('--bar-gib', '64', '--sysfs-root', self.no_gpu)):
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                exc = self.assertRaises(
+                    SystemExit, cli.main,
+                    ['flavor', '--gpus', '2', '--alias', 'a'] + list(argv))
+            self.assertEqual(2, exc.code, argv)
+        rc, out, err = self.run_cli('flavor', '--gpus', '2', '--alias', 'a',
+                                    '--sysfs-root', '/nonexistent')
+        self.assertEqual((2, ''), (rc, out))
+        self.assertEqual(1, len(err.splitlines()), err)
+        self.assertIn('cannot list PCI devices in /nonexistent', err)
 
     def test_all_options(self):
         rc, out, err = self.run_cli(
@@ -438,6 +586,7 @@ class TestDeviceSpecCLI(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
+        self.useFixture(test_cli.NoHostConfig())
         # Read config space straight from the generated tree, as root
         # would, instead of through privsep.
         self.useFixture(fixtures.MonkeyPatch(

@@ -24,13 +24,17 @@ bridges of the host's own /sys, never one for any other tree.
 import errno
 import os
 import shutil
+import subprocess
+import sys
 from unittest import mock
 
 import fixtures
 from nova import privsep as nova_privsep
+from oslo_utils import importutils
 import testtools
 
 from nova_gpu_p2p import privsep
+from nova_gpu_p2p.tests.unit import test_cli
 from nova_gpu_p2p.tests.unit import test_corpus
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
@@ -259,6 +263,27 @@ class TestReadConfigs(OnATree):
             self.assertEqual({A: None},
                              privsep.read_pci_configs([A], 4096))
         read.assert_called_once_with('/sys', [A], 4096)
+
+    def test_the_daemon_finds_the_entrypoint_by_name(self):
+        # As oslo.privsep's daemon resolves the name a client sends.
+        self.assertIs(privsep.read_pci_configs, importutils.import_class(
+            'nova_gpu_p2p.privsep.read_pci_configs'))
+        self.assertRaises(AttributeError, getattr, privsep, 'read_pci')
+
+    def test_importing_it_brings_no_oslo_privsep(self):
+        # Nor eventlet and its deprecation warning: only a call through
+        # the daemon needs them, not the read as root.
+        loaded = subprocess.run(
+            [sys.executable, '-c',
+             'import sys; from nova_gpu_p2p import privsep; '
+             'from nova_gpu_p2p.topology import sysfs; '
+             'privsep.read_configs("/nonexistent", [], 64); '
+             'print(sorted(m for m in ("oslo_privsep", "eventlet") '
+             'if m in sys.modules)); privsep.read_pci_configs; '
+             'print("oslo_privsep" in sys.modules)'],
+            cwd=test_cli.REPO, capture_output=True, text=True, timeout=120,
+            check=True).stdout
+        self.assertEqual('[]\nTrue\n', loaded)
 
 
 class TestSysfsBackend(testtools.TestCase):

@@ -33,6 +33,7 @@ from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import readiness as r
 from nova_gpu_p2p.tests.fixtures import hosts
 from nova_gpu_p2p.tests.fixtures import sysfs_builder
+from nova_gpu_p2p.tests.unit import test_cli
 from nova_gpu_p2p.tests.unit import test_corpus
 from nova_gpu_p2p.topology import cliques as cliques_mod
 from nova_gpu_p2p.topology import link_class as lc
@@ -648,6 +649,27 @@ class TestP2PLevel(testtools.TestCase):
         self.assertEqual((FAIL, 'GPUs'), (check.status, check.subject))
         self.assertIn('lspci -nn -d 10de:', check.fix)
 
+    def test_no_gpu_says_where_and_why(self):
+        nvswitch = fn('0000:05:00.0', class_code=0x068000, driver=None)
+        (check,) = r.check_p2p_level(topo(nvswitch), lc.LinkClass.PXB,
+                                     lc.AcsPolicy.ROUTE, sysfs_root='/srv')
+        self.assertEqual(r.no_gpu(topo(nvswitch), '/srv'), check)
+        self.assertEqual(
+            'no NVIDIA GPU found in /srv/bus/pci/devices (1 other NVIDIA PCI '
+            'functions, such as NVSwitches or audio): nothing for P2P '
+            'flavors to use', check.message)
+        # Driver binding is not why: sysfs lists GPUs bound to any.
+        for words in ('whatever driver they are bound to (nvidia, vfio-pci '
+                      'or none)', '/srv is not this host\'s sysfs '
+                      '(--sysfs-root, [gpu_p2p] sysfs_root)', 'firmware'):
+            self.assertIn(words, check.fix)
+
+    def test_no_gpu_in_a_capture(self):
+        check = r.no_gpu(topo(), None)
+        self.assertEqual('no NVIDIA GPU found in the capture: nothing for '
+                         'P2P flavors to use', check.message)
+        self.assertIn('nova-gpu-p2p capture', check.fix)
+
 
 def spec(address, clique_id):
     """A [pci] device_spec value as topology --device-spec prints it."""
@@ -824,6 +846,7 @@ class TestCheckCLI(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
+        self.useFixture(test_cli.NoHostConfig())
         self.useFixture(fixtures.MonkeyPatch(
             'nova_gpu_p2p.topology.sysfs.read_pci_config',
             sysfs.read_config_direct))
@@ -990,10 +1013,33 @@ class TestCheckCLI(testtools.TestCase):
                          by_subject['IOMMU']['message'])
 
     def test_topology_error(self):
-        rc, out = self.run_cli('--load', '/nonexistent.json')
+        path = self.nova_conf('[gpu_p2p]\ntopology_backend = nosuch\n')
+        rc, out = self.run_cli('--config-file', path)
         self.assertEqual(1, rc)
-        self.assertIn('FAIL GPU topology: ', out)
+        self.assertIn('FAIL GPU topology: [gpu_p2p] topology_backend = '
+                      'nosuch: no such backend', out)
         self.assertIn('OK   guest firmware', out)
+
+    def test_unreadable_capture_is_a_usage_error(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = cli.main(['check', '--load', '/nonexistent.json'])
+        self.assertEqual(2, rc)
+        self.assertEqual(['nova-gpu-p2p: /nonexistent.json is not a readable '
+                          'nova-gpu-p2p capture: [Errno 2] No such file or '
+                          "directory: '/nonexistent.json'"],
+                         err.getvalue().splitlines())
+
+    def test_nova_conf_found_as_nova_manage_finds_it(self):
+        # Without --config-file, the host's nova.conf is read and [pci]
+        # judged; --no-config reads none.
+        tree = test_corpus.tree('pcie-8gpu-4switch-2socket')
+        self.useFixture(test_cli.NoHostConfig([self.nova_conf('')]))
+        rc, out = self.run_cli('--sysfs-root', tree)
+        self.assertIn('WARN placement: [pci] report_in_placement is off',
+                      out)
+        rc, out = self.run_cli('--sysfs-root', tree, '--no-config')
+        self.assertNotIn('placement', out)
 
     def nova_conf(self, text):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,

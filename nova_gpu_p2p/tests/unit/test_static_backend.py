@@ -388,6 +388,14 @@ class TestParseErrors(testtools.TestCase):
         self.numa_error('- id: 1\n  cpus: 0-x\n', 6, 'cpus must be a CPU '
                                                      "list", "'0-x'")
 
+    def test_cpu_lists_linux_never_writes(self):
+        # Backwards, it would read as no CPU; beyond any kernel's CPUs, it
+        # would take the host's memory to expand.
+        for text in ('31-0', '0-99999999999', '8192'):
+            self.numa_error('- id: 1\n  cpus: %s\n' % text, 6,
+                            'cpus must be a CPU list such as 0-31,64-95',
+                            "got '%s'" % text)
+
     def test_numa_distances(self):
         self.numa_error('- id: 1\n  distances: 10\n', 6,
                         'distances of NUMA node 1 must be a list')
