@@ -14,11 +14,12 @@
 
 """The ``openstack`` commands that define a P2P flavor.
 
-What a P2P flavor needs, in one place: the PCI alias request, our two
-extra specs, the placement trait for the clique size, Nova's CPU pinning
-and NUMA node count, the guest physical address bits large BARs need, the
-image properties it relies on, and the nova.conf settings that let
-nova-scheduler place ``hw:gpu_p2p_clique=required`` on GPUs of one clique.
+What a P2P flavor needs, in one place: the PCI alias request and its
+placement group policy, our two extra specs, the placement trait for the
+clique size, Nova's CPU pinning and NUMA node count, the guest physical
+address bits large BARs need, the image properties it relies on, and the
+nova.conf settings that let nova-scheduler place
+``hw:gpu_p2p_clique=required`` on GPUs of one clique.
 """
 
 from collections.abc import Iterable
@@ -42,6 +43,9 @@ GUEST_PHYS_BITS = 40
 #: Nova's flavor keys for the guest CPU's physical address bits.
 MAXPHYSADDR_MODE_KEY = 'hw:maxphysaddr_mode'
 MAXPHYSADDR_BITS_KEY = 'hw:maxphysaddr_bits'
+#: Nova's flavor key for how placement may share providers between
+#: numbered request groups.
+GROUP_POLICY_KEY = 'group_policy'
 #: The small 64-bit BAR (BAR3) NVIDIA GPUs have beside the large BAR1.
 NVIDIA_BAR3 = 32 * MiB
 #: Nova's own ``[filter_scheduler]`` defaults, which a nova.conf setting
@@ -193,6 +197,12 @@ def properties(request: FlavorRequest) -> dict[str, str]:
     """The flavor's extra specs."""
     specs = {
         'pci_passthrough:alias': '%s:%d' % (request.alias, request.gpus),
+        # With PCI in placement, Nova asks for each GPU in a numbered
+        # request group of its own (two or more here), and without a
+        # policy warns on every request before it picks 'none' itself:
+        # 'none' is Nova's own choice, stated. ('isolate' would forbid two
+        # groups one provider, such as two VFs of one PF for a NIC alias.)
+        GROUP_POLICY_KEY: 'none',
         extra_specs.CLIQUE_KEY: extra_specs.CliqueMode.REQUIRED.value,
         extra_specs.NUMA_AFFINITY_KEY:
             extra_specs.NumaAffinity.REQUIRED.value,

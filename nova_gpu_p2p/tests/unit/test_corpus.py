@@ -35,6 +35,7 @@ from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import conf
 from nova_gpu_p2p.tests.fixtures import hosts
 from nova_gpu_p2p.tests.fixtures import sysfs_builder
+from nova_gpu_p2p.tests.unit import test_cli
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import cliques
 from nova_gpu_p2p.topology import link_class as lc
@@ -250,6 +251,11 @@ class TestCorpus(testtools.TestCase):
 
 
 class TestCLI(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        # The defaults, not a nova.conf this machine may have.
+        self.useFixture(test_cli.NoHostConfig())
 
     def run_cli(self, *argv):
         out = io.StringIO()

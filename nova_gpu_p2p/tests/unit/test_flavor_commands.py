@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import logging
 import os
 import re
 import shlex
@@ -27,9 +28,13 @@ from nova.api.validation.extra_specs import validators
 import nova.conf
 from nova.conf import pci as pci_conf
 from nova.conf import scheduler as scheduler_conf
+from nova import exception
+from nova import objects
 from nova.scheduler import filters
+from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights
 from oslo_config import cfg
+from oslo_config import fixture as config_fixture
 import testtools
 
 from nova_gpu_p2p.cmd import cli
@@ -56,6 +61,8 @@ UNSIZED_NOTE = (
     "a GPU compute host, or give --bar-gib.")
 #: Eight A100-PCIE with 128 GiB BARs on two NUMA nodes.
 LARGE_BAR_HOST = 'pcie-8gpu-4switch-2socket'
+#: The request ID of a flavor's PCI alias request.
+REQUEST_ID = '6c2b5b8e-2f4d-4d8e-9c1a-0b7f1e3a5d42'
 
 
 class TestCliqueTrait(testtools.TestCase):
@@ -206,6 +213,7 @@ class TestProperties(testtools.TestCase):
     def test_eight_gpus_two_nodes(self):
         self.assertEqual(
             {'pci_passthrough:alias': 'a100:8',
+             'group_policy': 'none',
              'hw:gpu_p2p_clique': 'required',
              'hw:gpu_numa_affinity': 'required',
              'trait:CUSTOM_GPU_P2P_CLIQUE_8': 'required',
@@ -218,6 +226,7 @@ class TestProperties(testtools.TestCase):
     def test_three_gpus(self):
         self.assertEqual(
             {'pci_passthrough:alias': 'h100-sxm:3',
+             'group_policy': 'none',
              'hw:gpu_p2p_clique': 'required',
              'hw:gpu_numa_affinity': 'required',
              'trait:CUSTOM_GPU_P2P_CLIQUE_4': 'required',
@@ -232,6 +241,59 @@ class TestProperties(testtools.TestCase):
         self.assertEqual('required', props['trait:CUSTOM_GPU_P2P_CLIQUE_16'])
 
 
+class TestGroupPolicy(testtools.TestCase):
+    """``group_policy=none``: Nova's own default for PCI groups, stated."""
+
+    def setUp(self):
+        super().setUp()
+        conf = self.useFixture(config_fixture.Config(nova.conf.CONF))
+        conf.config(pci_in_placement=True, group='filter_scheduler')
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='nova.scheduler.utils', level=logging.WARNING))
+        objects.register_all()
+
+    def placement_query(self, extra_specs: dict[str, str]) -> str:
+        """What nova-scheduler asks placement for a two-GPU server."""
+        flavor = objects.Flavor(vcpus=16, memory_mb=1024, root_gb=10,
+                                ephemeral_gb=0, swap=0,
+                                extra_specs=extra_specs)
+        alias = objects.InstancePCIRequest(
+            count=2, alias_name='a100', request_id=REQUEST_ID,
+            spec=[{'vendor_id': '10de', 'product_id': '2330'}])
+        spec = objects.RequestSpec(
+            flavor=flavor, is_bfv=False,
+            pci_requests=objects.InstancePCIRequests(requests=[alias]))
+        spec.generate_request_groups_from_pci_requests()
+        return scheduler_utils.resources_from_request_spec(
+            None, spec, None).to_querystring()
+
+    def test_every_flavor_has_it(self):
+        for gpus in (2, 3, 16):
+            self.assertEqual('none', fc.properties(fc.FlavorRequest(
+                gpus=gpus, alias='a100'))[fc.GROUP_POLICY_KEY])
+
+    def test_novas_api_validates_it(self):
+        validators.validate(fc.GROUP_POLICY_KEY, 'none')
+        # Nova's validator knows the key: it refuses what is not a policy.
+        self.assertRaises(exception.ValidationError, validators.validate,
+                          fc.GROUP_POLICY_KEY, 'nope')
+
+    def test_novas_scheduler_asks_the_same_without_a_warning(self):
+        specs = fc.properties(fc.FlavorRequest(gpus=2, alias='a100'))
+        without = {k: v for k, v in specs.items()
+                   if k != fc.GROUP_POLICY_KEY}
+        # One numbered group per GPU: without a policy Nova warns on every
+        # request, then picks 'none' itself.
+        query = self.placement_query(without)
+        self.assertIn('did not specify any group policy', self.log.output)
+        self.assertIn('group_policy=none', query)
+        self.assertIn('resources%s-1=CUSTOM_PCI_10DE_2330' % REQUEST_ID,
+                      query)
+        self.log.reset_output()
+        self.assertEqual(query, self.placement_query(specs))
+        self.assertEqual('', self.log.output)
+
+
 class TestCommands(testtools.TestCase):
 
     def test_defaults(self):
@@ -240,6 +302,7 @@ class TestCommands(testtools.TestCase):
              '--disk 100',
              'openstack flavor set gpu-p2p.8x \\\n'
              '    --property pci_passthrough:alias=a100:8 \\\n'
+             '    --property group_policy=none \\\n'
              '    --property hw:gpu_p2p_clique=required \\\n'
              '    --property hw:gpu_numa_affinity=required \\\n'
              '    --property trait:CUSTOM_GPU_P2P_CLIQUE_8=required \\\n'
@@ -294,6 +357,7 @@ class TestCommands(testtools.TestCase):
         self.assertEqual(
             ['openstack', 'flavor', 'set', 'gpu-p2p.8x',
              '--property', 'pci_passthrough:alias=a100:8',
+             '--property', 'group_policy=none',
              '--property', 'hw:gpu_p2p_clique=required',
              '--property', 'hw:gpu_numa_affinity=required',
              '--property', 'trait:CUSTOM_GPU_P2P_CLIQUE_8=required',
