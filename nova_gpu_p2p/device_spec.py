@@ -33,7 +33,10 @@ with the topology.
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Set
+import importlib
 import json
+import types
+import warnings
 
 from nova_gpu_p2p.topology import cliques as host_cliques
 from nova_gpu_p2p import traits
@@ -104,6 +107,25 @@ def problems(clique_ids: Mapping[str, int | None],
     return found
 
 
+def _nova(module: str) -> types.ModuleType:
+    """A Nova module, imported on first use and without its warnings.
+
+    Commands that never read a device_spec skip Nova's imports; the chain
+    of these loads eventlet, whose deprecation warning means nothing to an
+    operator running ``nova-gpu-p2p check`` (nova-compute has imported it
+    long before).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        return importlib.import_module(module)
+
+
+def entry_traits(tags: Mapping[str, str]) -> set[str]:
+    """The traits Nova gives a GPU's provider from its device_spec tags."""
+    translator = _nova('nova.compute.pci_placement_translator')
+    return set(translator.get_traits(tags.get('traits', '')))
+
+
 def configured_tags(device_specs: Iterable[str],
                     gpus: Iterable[tuple[str, int, int]]
                     ) -> dict[str, dict[str, str]]:
@@ -113,11 +135,8 @@ def configured_tags(device_specs: Iterable[str],
     :param gpus: (address, vendor ID, device ID) of each GPU.
     :returns: address -> tags, for the GPUs an entry matches.
     """
-    # Nova's own matching (wildcards, regexes, the first entry wins);
-    # imported here so that commands without device_spec skip Nova.
-    from nova.pci import whitelist
-
-    specs = whitelist.Whitelist(list(device_specs))
+    # Nova's own matching (wildcards, regexes, the first entry wins).
+    specs = _nova('nova.pci.whitelist').Whitelist(list(device_specs))
     tags = {}
     for address, vendor, device in gpus:
         dev = {'vendor_id': '%04x' % vendor, 'product_id': '%04x' % device,

@@ -699,13 +699,6 @@ class PciSettings:
     device_specs: tuple[str, ...] = ()
 
 
-def _entry_traits(tags: Mapping[str, str]) -> set[str]:
-    """The traits Nova gives a GPU's provider from its device_spec entry."""
-    from nova.compute import pci_placement_translator
-
-    return pci_placement_translator.get_traits(tags.get('traits', ''))
-
-
 def check_placement(topology: model.HostTopology,
                     result: cliques_mod.Cliques,
                     pci: PciSettings) -> list[Check]:
@@ -738,7 +731,8 @@ def check_placement(topology: model.HostTopology,
                            for a in result.ids])
     problems = device_spec.problems(
         result.ids,
-        {address: _entry_traits(tags) for address, tags in spec_tags.items()},
+        {address: device_spec.entry_traits(tags)
+         for address, tags in spec_tags.items()},
         spec_tags)
     checks = []
     for problem in problems:

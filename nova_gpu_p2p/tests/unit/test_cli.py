@@ -158,6 +158,15 @@ class TestQuiet(CLITestCase):
             'capture', '--no-config', '--sysfs-root', tree, '--output',
             os.path.join(self.dir, 'again.json')))
 
+    def test_check_reading_device_spec_entries(self):
+        """Nova's device_spec matching comes without eventlet's warning."""
+        conf = self.write('nova.conf', '[pci]\nreport_in_placement = True\n'
+                          'device_spec = {"address": "0000:03:00.0"}\n')
+        result = self.console('check', '--config-file', conf,
+                              '--sysfs-root', test_corpus.tree(ACS_HOST))
+        self.assertEqual('', result.stderr)
+        self.assertIn('device_spec', result.stdout)
+
     def test_flavor_only_its_settings_on_stderr(self):
         result = self.console('flavor', '--gpus', '8', '--alias', 'h100',
                               '--bar-gib', '128')
