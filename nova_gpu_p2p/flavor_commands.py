@@ -36,10 +36,6 @@ MiB = 1 << 20
 #: Defaults per GPU: enough dedicated CPUs and RAM to feed it.
 VCPUS_PER_GPU = 8
 RAM_GIB_PER_GPU = 64
-#: Physical address bits QEMU gives a guest CPU that is not the host's
-#: (cpu_mode host-model or custom), as nova_guest.QEMU_DEFAULT_PHYS_BITS
-#: counts them (not imported: it brings Nova's libvirt driver).
-GUEST_PHYS_BITS = 40
 #: Nova's flavor keys for the guest CPU's physical address bits.
 MAXPHYSADDR_MODE_KEY = 'hw:maxphysaddr_mode'
 MAXPHYSADDR_BITS_KEY = 'hw:maxphysaddr_bits'
@@ -138,7 +134,7 @@ def guest_hole(request: FlavorRequest) -> pcihole64.Hole64 | None:
     if request.gpu_bars is None:
         return None
     return pcihole64.plan('auto', request.gpu_bars * request.gpus,
-                          request.ram * MiB, GUEST_PHYS_BITS)
+                          request.ram * MiB, pcihole64.QEMU_DEFAULT_PHYS_BITS)
 
 
 def maxphysaddr_bits(request: FlavorRequest) -> int | None:
@@ -238,13 +234,14 @@ def _address_bits_note(request: FlavorRequest) -> str:
         request.gpus, _size(max(request.gpu_bars, default=0)))
     if hole.problem is None:
         return ('# %s fit the guest\'s %d physical address bits: no '
-                'hw:maxphysaddr_* needed.' % (bars, GUEST_PHYS_BITS))
+                'hw:maxphysaddr_* needed.'
+                % (bars, pcihole64.QEMU_DEFAULT_PHYS_BITS))
     return (
         '# hw:maxphysaddr_*: %s need a %s 64-bit PCI hole, beyond the %d '
         'physical address bits\n'
         '# QEMU gives a guest CPU that is not the host\'s. nova-api takes '
         'these keys with nova-gpu-p2p installed.'
-        % (bars, _size(hole.size), GUEST_PHYS_BITS))
+        % (bars, _size(hole.size), pcihole64.QEMU_DEFAULT_PHYS_BITS))
 
 
 def commands(request: FlavorRequest) -> list[str]:

@@ -28,13 +28,11 @@ from nova.virt.libvirt import config as vconfig
 from nova_gpu_p2p.guest import devices as devices_mod
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p.guest import metadata
+from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.guest import plan as plan_mod
 from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.topology import model
-
-#: QEMU's phys-bits for named CPU models without host-phys-bits.
-QEMU_DEFAULT_PHYS_BITS = 40
 
 
 @functools.lru_cache(maxsize=4096)
@@ -83,7 +81,7 @@ def _phys_bits(guest: vconfig.LibvirtConfigGuest,
         return host_phys_bits, True
     if cpu is not None and cpu.mode == 'host-passthrough':
         return host_phys_bits, True
-    return QEMU_DEFAULT_PHYS_BITS, False
+    return pcihole64.QEMU_DEFAULT_PHYS_BITS, False
 
 
 def is_new_build(instance) -> bool:

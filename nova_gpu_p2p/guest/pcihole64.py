@@ -34,6 +34,9 @@ import dataclasses
 GiB = 1 << 30
 #: QEMU's q35 default 64-bit hole (Q35_PCI_HOST_HOLE64_SIZE_DEFAULT).
 QEMU_DEFAULT_SIZE = 32 * GiB
+#: QEMU's phys-bits for named CPU models without host-phys-bits (Nova's
+#: host-model and custom cpu_mode): the bits a guest has unless told.
+QEMU_DEFAULT_PHYS_BITS = 40
 #: q35 keeps at most 2 GiB of RAM below 4 GiB when the guest has 2.75 GiB
 #: or more; the rest starts at 4 GiB.
 _LOWMEM = 2 * GiB

@@ -40,7 +40,6 @@ import testtools
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import extra_spec_validators
 from nova_gpu_p2p import flavor_commands as fc
-from nova_gpu_p2p.guest import nova_guest
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.tests.fixtures import hosts
@@ -411,7 +410,7 @@ class TestAddressBits(testtools.TestCase):
         bars = request.gpu_bars * 8
         memory = request.ram * fc.MiB
         asked = pcihole64.plan('auto', bars, memory,
-                               fc.GUEST_PHYS_BITS).problem
+                               pcihole64.QEMU_DEFAULT_PHYS_BITS).problem
         self.assertEqual(str(bits), re.search(
             r'hw:maxphysaddr_bits=(\d+)', asked).group(1))
         self.assertIsNone(pcihole64.plan('auto', bars, memory, bits).problem)
@@ -456,8 +455,6 @@ class TestAddressBits(testtools.TestCase):
             validators.validate(key, value)
 
     def test_constants_are_novas_and_the_drivers(self):
-        self.assertEqual(nova_guest.QEMU_DEFAULT_PHYS_BITS,
-                         fc.GUEST_PHYS_BITS)
         self.assertEqual(
             (extra_spec_validators.MAXPHYSADDR_MODE_KEY,
              extra_spec_validators.MAXPHYSADDR_BITS_KEY),
