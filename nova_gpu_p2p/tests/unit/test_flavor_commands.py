@@ -259,8 +259,10 @@ class TestGroupPolicy(testtools.TestCase):
         alias = objects.InstancePCIRequest(
             count=2, alias_name='a100', request_id=REQUEST_ID,
             spec=[{'vendor_id': '10de', 'product_id': '2330'}])
+        # requested_resources: Nova 33 leaves it unset, as the scheduler
+        # finds it on a new request.
         spec = objects.RequestSpec(
-            flavor=flavor, is_bfv=False,
+            flavor=flavor, is_bfv=False, requested_resources=[],
             pci_requests=objects.InstancePCIRequests(requests=[alias]))
         spec.generate_request_groups_from_pci_requests()
         return scheduler_utils.resources_from_request_spec(
