@@ -35,7 +35,7 @@ guest_numa_distances pcihole64 guest_topology clique_fit_weight_multiplier
 report_traits"
 _GPU_P2P_CLIQUE_FILTER=nova_gpu_p2p.scheduler.GPUP2PCliqueFilter
 _GPU_P2P_WEIGHER=nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher
-_GPU_P2P_FILTERS="PciPassthroughFilter NUMATopologyFilter GPUP2PCliqueFilter"
+_GPU_P2P_FILTERS="GPUP2PCliqueFilter PciPassthroughFilter NUMATopologyFilter"
 # Nova's own [filter_scheduler] defaults, for a nova.conf that sets none
 # (devstack's always sets enabled_filters, never the other two).
 _GPU_P2P_NOVA_FILTERS=ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter

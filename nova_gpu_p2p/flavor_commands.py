@@ -56,8 +56,11 @@ NOVA_ALL_WEIGHERS = 'nova.scheduler.weights.all_weighers'
 #: cells, and GPUs of one clique.
 CLIQUE_FILTER = 'nova_gpu_p2p.scheduler.GPUP2PCliqueFilter'
 CLIQUE_WEIGHER = 'nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher'
-P2P_FILTERS = ('PciPassthroughFilter', 'NUMATopologyFilter',
-               CLIQUE_FILTER.rpartition('.')[2])
+#: Ours first: it costs microseconds a candidate and leaves Nova's two,
+#: which check every candidate at milliseconds each, only the one-clique
+#: ones (doc/source/scheduling-scale.rst).
+P2P_FILTERS = (CLIQUE_FILTER.rpartition('.')[2], 'PciPassthroughFilter',
+               'NUMATopologyFilter')
 
 
 class InvalidFlavorRequest(ValueError):

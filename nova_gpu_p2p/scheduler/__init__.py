@@ -20,7 +20,8 @@ Enable in nova-scheduler's nova.conf::
     pci_in_placement = True
     available_filters = nova.scheduler.filters.all_filters
     available_filters = nova_gpu_p2p.scheduler.GPUP2PCliqueFilter
-    enabled_filters = ...,PciPassthroughFilter,GPUP2PCliqueFilter
+    enabled_filters = ...,GPUP2PCliqueFilter,PciPassthroughFilter,
+                      NUMATopologyFilter
     weight_classes = nova.scheduler.weights.all_weighers,
                      nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher
 

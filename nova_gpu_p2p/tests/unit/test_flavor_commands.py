@@ -489,8 +489,8 @@ class TestSchedulerSettings(testtools.TestCase):
             group.available_filters)
         self.assertEqual(
             nova.conf.CONF.filter_scheduler.enabled_filters
-            + ['PciPassthroughFilter', 'NUMATopologyFilter',
-               'GPUP2PCliqueFilter'],
+            + ['GPUP2PCliqueFilter', 'PciPassthroughFilter',
+               'NUMATopologyFilter'],
             group.enabled_filters)
         self.assertEqual(
             nova.conf.CONF.filter_scheduler.weight_classes
