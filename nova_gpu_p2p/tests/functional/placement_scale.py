@@ -50,7 +50,6 @@ from collections.abc import Sequence
 import contextlib
 import dataclasses
 import json
-import logging
 import os
 import random
 import resource
@@ -309,18 +308,9 @@ def nova_query(request: int, limit: int | None,
     their suffixes and the group policy are Nova's. Returns the query
     string and the microversion Nova sends it with.
     """
-    # Nova warns on every such request that the flavor names no group
-    # policy, then uses "none", which is what the groups need.
-    nova_log = logging.getLogger(scheduler_utils.__name__)
-    level = nova_log.level
     with _nova_config(limit, alias_clique):
-        spec = _request_spec(request)
-        nova_log.setLevel(logging.ERROR)
-        try:
-            resources = scheduler_utils.resources_from_request_spec(
-                None, spec, None)
-        finally:
-            nova_log.setLevel(level)
+        resources = scheduler_utils.resources_from_request_spec(
+            None, _request_spec(request), None)
     if limit is None:
         resources._limit = None
     return resources.to_querystring(), report.SAME_SUBTREE_VERSION
