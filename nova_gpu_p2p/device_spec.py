@@ -33,6 +33,7 @@ with the topology.
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Set
+import functools
 import importlib
 import json
 import types
@@ -126,6 +127,16 @@ def entry_traits(tags: Mapping[str, str]) -> set[str]:
     return set(translator.get_traits(tags.get('traits', '')))
 
 
+@functools.lru_cache(maxsize=1)
+def _whitelist(device_specs: tuple[str, ...]):
+    """Nova's own matching (wildcards, regexes, the first entry wins).
+
+    Parsed once per device_spec value, not on every periodic update of
+    nova-compute: parsing asks sysfs about each address-based entry.
+    """
+    return _nova('nova.pci.whitelist').Whitelist(list(device_specs))
+
+
 def configured_tags(device_specs: Iterable[str],
                     gpus: Iterable[tuple[str, int, int]]
                     ) -> dict[str, dict[str, str]]:
@@ -135,8 +146,7 @@ def configured_tags(device_specs: Iterable[str],
     :param gpus: (address, vendor ID, device ID) of each GPU.
     :returns: address -> tags, for the GPUs an entry matches.
     """
-    # Nova's own matching (wildcards, regexes, the first entry wins).
-    specs = _nova('nova.pci.whitelist').Whitelist(list(device_specs))
+    specs = _whitelist(tuple(device_specs))
     tags = {}
     for address, vendor, device in gpus:
         dev = {'vendor_id': '%04x' % vendor, 'product_id': '%04x' % device,
