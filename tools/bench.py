@@ -55,18 +55,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 
 from oslo_config import cfg  # noqa: E402
 
+from harness import cloud_runner  # noqa: E402
+from harness import decision_quality  # noqa: E402
+from harness import scheduling_sim  # noqa: E402
 from nova_gpu_p2p import conf  # noqa: E402
 from nova_gpu_p2p import extra_specs  # noqa: E402
 from nova_gpu_p2p import privsep  # noqa: E402
 from nova_gpu_p2p.scheduler import clique_fit  # noqa: E402
-from nova_gpu_p2p.tests.fixtures import hosts  # noqa: E402
-from nova_gpu_p2p.tests.fixtures import sysfs_builder  # noqa: E402
-from nova_gpu_p2p.tests.functional import cloud_runner  # noqa: E402
-from nova_gpu_p2p.tests.functional import decision_quality  # noqa: E402
-from nova_gpu_p2p.tests import scheduling_sim  # noqa: E402
 from nova_gpu_p2p.topology import discovery  # noqa: E402
 from nova_gpu_p2p.topology import pci_config  # noqa: E402
 from nova_gpu_p2p.topology import sysfs  # noqa: E402
+from tests.fixtures import hosts  # noqa: E402
+from tests.fixtures import sysfs_builder  # noqa: E402
 
 BENCHMARKS: dict[str, Callable[[], Callable[[], object]]] = {}
 
@@ -488,7 +488,7 @@ def clique_scheduling() -> dict:
 
 
 def print_clique_scheduling(result: dict) -> None:
-    print('\nClique scheduling, simulated (nova_gpu_p2p/tests/'
+    print('\nClique scheduling, simulated (tests/'
           'scheduling_sim.py): seed %d, %d ops, %d hw:gpu_p2p_clique='
           'required boots of %s GPUs (weights %s) and deletes, offered load '
           '%.2f x %d GPUs, [scheduler] max_attempts %d' % (

@@ -39,10 +39,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 
 from lxml import etree  # noqa: E402
 
+from harness import cloud_runner  # noqa: E402
 from nova_gpu_p2p.guest import topology_description  # noqa: E402
 from nova_gpu_p2p import guest_agent  # noqa: E402
-from nova_gpu_p2p.tests.fixtures import guest_sysfs  # noqa: E402
-from nova_gpu_p2p.tests.functional import cloud_runner  # noqa: E402
+from tests.fixtures import guest_sysfs  # noqa: E402
 
 
 def _version(number: int) -> str:
@@ -69,7 +69,7 @@ def report(found, xml_path: str = DEFAULT_XML) -> None:
     The domain XML (some 300 lines) goes to ``xml_path``, or after the
     summary when that is ``-``, so that the summary is what is read first.
     """
-    from nova_gpu_p2p.tests.functional import demo_cloud
+    from harness import demo_cloud
 
     topology = found.topology
     print('nova-gpu-p2p demo: Nova API, conductor, scheduler, placement and '

@@ -1,0 +1,7 @@
+"""nova-gpu-p2p's tests: unit, functional (in-process Nova), e2e (real
+libvirt and QEMU) and the fixtures they share."""
+
+import os
+
+#: The checkout the tests run from.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

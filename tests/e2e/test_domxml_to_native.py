@@ -1,0 +1,223 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Every corpus host x flavor kind through a real libvirtd.
+
+The domain XML is the one Nova's in-process cloud defined with our
+driver (written by :mod:`tests.e2e.generate_xml`, which
+runs the functional ``test_xml_schema`` with ``NOVA_GPU_P2P_XML_DIR``);
+it does not depend on the libvirt here, so it is made once and checked
+against each installed stack (``tools/e2e/setup-stack.sh``).
+
+Per document: ``virt-xml-validate`` with this stack's schema, then
+``virsh domxml-to-native qemu-argv`` by the running libvirtd, whose
+``-device`` list :mod:`qemu_argv` compares with the XML and with the
+corpus host's own topology. libvirtd gets a copy with two adaptations,
+and only those (:data:`qemu_argv.ADAPTATIONS`): ``<numatune>`` nodesets
+mapped to node 0 (this machine may have one NUMA node) and
+``<driver name='vfio'/>`` on hostdevs Nova left without one (no
+/dev/vfio here). Each test lists them in its ``adaptations`` detail.
+
+Without libvirtd at qemu:///system (or without the XML) the tests skip
+with one line; with ``NOVA_GPU_P2P_REQUIRE_TOOLS=1`` (CI) they fail.
+"""
+
+import dataclasses
+import functools
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+
+import fixtures
+from lxml import etree
+from oslo_config import cfg
+import testtools
+from testtools import content
+
+from harness import corpus_xml
+from harness import decision_quality
+from nova_gpu_p2p import conf as gpu_p2p_conf
+from nova_gpu_p2p.guest import topology_description
+from nova_gpu_p2p.topology import sysfs
+from tests.e2e import qemu_argv
+from tests.e2e import stack
+from tests.fixtures import hosts
+from tests.fixtures import sysfs_builder
+
+LOG = logging.getLogger(__name__)
+URI = stack.URI
+
+
+def corpus_locality(name: str) -> tuple[dict[str, int | None],
+                                        dict[str, str]]:
+    """Host NUMA node and root complex of every function of a corpus host.
+
+    Read from the corpus description (each root complex's node, each
+    function's place in the tree), not from our discovery code.
+    """
+    host = hosts.HOSTS[name]
+    node_of = {rc.name: rc.numa_node for rc in host.root_complexes}
+    complex_of = {address: path.split('/')[1] for address, path in
+                  sysfs_builder.addresses(host).items()}
+    return ({a: node_of[rc] for a, rc in complex_of.items()}, complex_of)
+
+
+def fw_cfg_problems(xml: bytes, argv: str) -> list[str]:
+    """The guest topology entry reaches QEMU whole, as ``-fw_cfg``."""
+    entries = etree.fromstring(xml).findall(
+        './sysinfo[@type="fwcfg"]/entry[@name="%s"]'
+        % topology_description.ENTRY_NAME)
+    wanted = ['-fw_cfg name=%s,string=%s' % (
+        topology_description.ENTRY_NAME, entry.text) for entry in entries]
+    return ['QEMU gets no %r' % w[:80] for w in wanted if w not in argv]
+
+
+@functools.lru_cache(maxsize=None)
+def _truth(name: str) -> decision_quality.HostTruth:
+    """The corpus host's classes: the oracle's, and its NICs' from a scan."""
+    tree = tempfile.mkdtemp(dir=sysfs_builder.scratch_dir())
+    try:
+        sysfs_builder.build(hosts.HOSTS[name], tree)
+        conf = cfg.ConfigOpts()
+        gpu_p2p_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        conf.set_override('sysfs_root', tree, group='gpu_p2p')
+        topology = sysfs.SysfsBackend(
+            conf, read_config=sysfs.read_config_direct).discover()
+    finally:
+        shutil.rmtree(tree)
+    return decision_quality.topology_truth(hosts.EXPECTED[name], topology)
+
+
+def nccl_share(name: str, xml: bytes) -> decision_quality.Share | None:
+    """NCCL in this guest, with the guest agent, sees the host's classes.
+
+    The guest's sysfs is the tree this XML gives it (as firmware numbers
+    the buses below each expander), the agent reads the XML's fw_cfg
+    entry, and NCCL's rules (:mod:`harness.nccl_paths`) must
+    give every GPU-GPU and GPU-NIC pair of placed devices its host class.
+    A device ``preferred`` left on the root bus (its host node has no
+    guest cell) is not described, and no topology file can put two
+    devices of one guest node on two host nodes: its pairs are not
+    counted.
+    """
+    element = etree.fromstring(xml)
+    if decision_quality.fw_cfg_description(element) is None:
+        return None
+    placed = {d.address for d in decision_quality.parse(element).devices
+              if d.expander_bus is not None}
+    truth = _truth(name)
+    truth = dataclasses.replace(truth, nccl_links={
+        pair: cls for pair, cls in truth.nccl_links.items()
+        if pair <= placed})
+    return decision_quality.nccl_with_agent(
+        element, truth, decision_quality.run_guest_agent)
+
+
+@hosts.add_host_tests
+class DomXMLToNativeTest(testtools.TestCase):
+    """Real libvirt's schema and QEMU command line, per corpus host."""
+
+    def setUp(self):
+        super().setUp()
+        required = os.environ.get(stack.REQUIRE_TOOLS) == '1'
+        missing = stack.missing()
+        folder = os.environ.get(stack.XML_DIR)
+        if missing is None and not (folder and os.path.isdir(folder)):
+            missing = ('no saved domain XML in $%s (%s): run tox -e e2e, '
+                       'which writes it' % (stack.XML_DIR, folder))
+        if missing:
+            if required:
+                self.fail('%s (%s=1)' % (missing, stack.REQUIRE_TOOLS))
+            self.skipTest(missing)
+        self.folder = folder
+        #: Flavor kind -> pairs NCCL sees as on the host, with the agent.
+        self.nccl: dict[str, decision_quality.Share | None] = {}
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.addDetail('libvirt', content.text_content(stack.version()))
+        note = ('libvirtd gets a copy of each document with only these '
+                'changes:\n' + '\n'.join(qemu_argv.ADAPTATIONS))
+        LOG.info(note)
+        self.addDetail('adaptations', content.text_content(note))
+
+    def run_tool(self, *argv: str) -> tuple[int, str]:
+        result = subprocess.run(argv, capture_output=True, text=True,
+                                check=False, timeout=120)
+        return result.returncode, result.stdout + result.stderr
+
+    def check_document(self, name: str, kind: corpus_xml.FlavorKind,
+                       path: str) -> list[str]:
+        """Schema, libvirtd's translation and the checks, for one XML."""
+        rc, out = self.run_tool('virt-xml-validate', path, 'domain')
+        if rc:
+            return ['virt-xml-validate exit %d: %s' % (rc, out.strip())]
+        with open(path, 'rb') as f:
+            xml = f.read()
+        adapted = os.path.join(self.tmp, '%s-%s.xml' % (name, kind.name))
+        with open(adapted, 'wb') as f:
+            f.write(qemu_argv.adapt_for_this_host(xml))
+        LOG.debug('%s/%s: domxml-to-native on the adapted copy %s',
+                  name, kind.name, adapted)
+        rc, out = self.run_tool('virsh', '-c', URI, 'domxml-to-native',
+                                'qemu-argv', adapted)
+        if rc:
+            return ['virsh domxml-to-native exit %d: %s' % (rc, out.strip())]
+        expected = qemu_argv.expectations(xml)
+        problems = list(expected.problems)
+        problems.extend(fw_cfg_problems(xml, out))
+        share = nccl_share(name, xml)
+        self.nccl[kind.name] = share
+        if share is not None and share.hits != share.total:
+            problems.append('NCCL with the guest agent sees %s of the '
+                            'GPU-GPU and GPU-NIC pairs of placed devices as '
+                            'on the host' % share)
+        problems.extend(qemu_argv.argv_problems(
+            expected, qemu_argv.parse_devices(out)))
+        host_node, root_complex = corpus_locality(name)
+        problems.extend(qemu_argv.topology_problems(
+            expected, host_node, root_complex, kind.affinity))
+        oracle = hosts.EXPECTED[name]
+        problems.extend(qemu_argv.clique_problems(
+            expected, kind.clique, oracle.addresses, oracle.link))
+        return problems
+
+    def check_host(self, name: str) -> None:
+        facts = corpus_xml.host_facts(name)
+        folder = os.path.join(self.folder, name)
+        failures, summary = [], []
+        for kind in corpus_xml.KINDS:
+            if facts.not_applicable(kind) is not None:
+                continue
+            path = os.path.join(folder, '%s.xml' % kind.name)
+            refused = os.path.join(folder, '%s.refused.txt' % kind.name)
+            if os.path.exists(refused) and not os.path.exists(path):
+                summary.append('%-32s refused by the driver' % kind.name)
+                continue
+            if not os.path.exists(path):
+                failures.append('%s: neither %s nor %s' % (
+                    kind.name, path, refused))
+                continue
+            problems = self.check_document(name, kind, path)
+            summary.append('%-32s %s%s' % (
+                kind.name, 'FAIL' if problems else 'ok',
+                '' if self.nccl.get(kind.name) is None else
+                ' (NCCL with the agent: %s)' % self.nccl[kind.name]))
+            if problems:
+                failures.append('%s/%s (%s):\n  %s' % (
+                    name, kind.name, path, '\n  '.join(problems)))
+        self.addDetail('kinds', content.text_content('\n'.join(summary)))
+        if failures:
+            self.fail('\n\n'.join(failures))

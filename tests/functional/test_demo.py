@@ -1,0 +1,78 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``tox -e demo``'s report of the demo server, as a reader gets it."""
+
+import contextlib
+import importlib.util
+import io
+import os
+import re
+
+import fixtures
+from lxml import etree
+from oslo_utils import importutils
+
+from harness import demo_cloud
+from nova_gpu_p2p import driver
+import tests
+
+DEMO = os.path.join(tests.ROOT, 'tools', 'demo.py')
+
+
+def load_demo():
+    """tools/demo.py, which is a script, not a module of the package."""
+    spec = importlib.util.spec_from_file_location('demo', DEMO)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class DemoReportTest(demo_cloud.HGXCloud):
+
+    def report(self, xml_path: str) -> str:
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output):
+            load_demo().report(self.found(), xml_path)
+        return output.getvalue()
+
+    def test_summary_first_and_the_xml_in_a_file(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'domain.xml')
+        text = self.report(path)
+
+        # The nova.conf line, copied as printed, loads our driver the way
+        # Nova's loader does.
+        (value,) = re.findall(r'^  compute_driver = (\S+)$', text, re.M)
+        self.assertIs(driver.GPUP2PLibvirtDriver,
+                      importutils.import_class('nova.virt.' + value))
+
+        self.assertEqual(
+            ['Host', 'Flavor', 'Server', 'Cliques', 'PCIe', 'vCPU',
+             'Inside', 'Domain'],
+            re.findall(r'^== (\w+)', text, re.M))
+        self.assertIn('-> 8 GPU(s) in 1 clique(s)', text)
+        self.assertNotIn('<domain', text)
+        with open(path, encoding='utf-8') as xml:
+            written = xml.read()
+        self.assertEqual(self.server['id'],
+                         etree.fromstring(written).findtext('uuid'))
+        self.assertEqual('  %d lines written to %s' % (
+            written.count('\n'), path), text.splitlines()[-1])
+
+        # "-": the same XML, after the summary.
+        text = self.report('-')
+        summary, _, printed = text.partition('== Domain XML Nova defined\n')
+        self.assertNotIn('<domain', summary)
+        self.assertEqual(written, printed)

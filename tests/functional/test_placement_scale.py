@@ -1,0 +1,105 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The documented placement settings keep a one-clique candidate.
+
+A 16-GPU host of four cliques of four, one GPU of each of the first three
+in use: only clique 3 holds a 4-GPU ``required`` server. Nova's query for
+the documented flavor goes to placement's real WSGI application; with
+the settings of doc/source/scheduling-scale.rst a candidate on clique 3
+reaches the scheduler, with placement's generation cut at Nova's default
+1000 it does not. One host and a ``limit`` no lower than placement's cap:
+the answer depends on neither the hash seed nor the host order.
+"""
+
+import configparser
+import dataclasses
+import os
+import re
+
+import testtools
+
+from harness import placement_scale
+import tests
+
+DOC = os.path.join(tests.ROOT, 'doc', 'source', 'scheduling-scale.rst')
+#: Four cliques of four; one GPU in use in each of cliques 0, 1 and 2.
+HOST = placement_scale.Case(
+    placement_scale.Layout((4, 4, 4, 4)), request=4, busy=(0, 4, 8))
+
+
+def documented_settings() -> dict[str, configparser.ConfigParser]:
+    """The ini blocks of the page, by the file their first line names."""
+    with open(DOC) as page:
+        text = page.read()
+    blocks = {}
+    for block in re.findall(r'\.\. code-block:: ini\n\n((?:   .*\n|\n)+)',
+                            text):
+        lines = [line[3:] for line in block.splitlines()]
+        name = lines[0].lstrip('# ').split()[0]
+        parser = configparser.ConfigParser()
+        parser.read_string('\n'.join(lines))
+        blocks[name] = parser
+    return blocks
+
+
+class PlacementScaleTest(testtools.TestCase):
+
+    def run_case(self, settings: placement_scale.Settings) -> dict:
+        case = dataclasses.replace(HOST, settings=settings)
+        query, microversion = placement_scale.nova_query(
+            case.request, settings.max_placement_results)
+        return placement_scale.run_case(case, query, microversion)
+
+    def test_documented_settings_are_the_measured_ones(self):
+        blocks = documented_settings()
+        placement = blocks['placement.conf']
+        nova = blocks['nova.conf']
+        recommended = placement_scale.RECOMMENDED
+        self.assertEqual(
+            (recommended.max_allocation_candidates,
+             recommended.generation_strategy,
+             recommended.optimize_for_wide_provider_trees,
+             recommended.max_placement_results),
+            (placement.getint('placement', 'max_allocation_candidates'),
+             placement.get('placement',
+                           'allocation_candidates_generation_strategy'),
+             placement.getboolean('workarounds',
+                                  'optimize_for_wide_provider_trees'),
+             nova.getint('scheduler', 'max_placement_results')))
+        # Ours first, so Nova's costly candidate filters see only the
+        # one-clique candidates (placement_scale.filter_seconds).
+        enabled = nova.get('filter_scheduler', 'enabled_filters').split(',')
+        ours = enabled.index('GPUP2PCliqueFilter')
+        for nova_filter in placement_scale.NOVA_FILTERS:
+            self.assertLess(ours, enabled.index(nova_filter.__name__))
+
+    def test_recommended_settings_keep_the_only_fitting_clique(self):
+        result = self.run_case(placement_scale.RECOMMENDED)
+        self.assertEqual('ok', result['status'])
+        self.assertTrue(result['fit_exists'])
+        self.assertGreater(result['fitting'][0], 0)
+        self.assertEqual([True], result['best_fit_kept'])
+        # Placement stopped at its cap: not every candidate was built.
+        self.assertEqual(
+            [placement_scale.RECOMMENDED.max_allocation_candidates],
+            result['candidates'])
+
+    def test_a_cap_of_1000_loses_it(self):
+        cap = placement_scale.NOVA_LIMIT
+        result = self.run_case(dataclasses.replace(
+            placement_scale.RECOMMENDED, name='cap 1000',
+            max_placement_results=cap, max_allocation_candidates=cap))
+        self.assertEqual([cap], result['candidates'])
+        self.assertEqual([0], result['fitting'])

@@ -1,0 +1,434 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-gpu-p2p`` as a new user meets it.
+
+Quiet (its own output only, with every warning shown), ``--version``,
+the host's nova.conf read as nova-manage reads it, one line and exit
+status 2 for each bad input, and a ``topology`` report that says what it
+found: no GPU, unknown NUMA nodes, ACS marks, a static file's verdicts.
+"""
+
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import fixtures
+from oslo_config import cfg
+import pbr.version
+import testtools
+
+import nova_gpu_p2p
+from nova_gpu_p2p.cmd import cli
+from nova_gpu_p2p import flavor_commands
+from nova_gpu_p2p.topology import capture
+from nova_gpu_p2p.topology import model
+from tests.unit import test_corpus
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(
+    nova_gpu_p2p.__file__)))
+#: The console script's body, run from this checkout.
+CONSOLE = 'import sys; from nova_gpu_p2p.cmd.cli import main; sys.exit(main())'
+ACS_HOST = 'acs-redirect-switch'
+#: oslo.config's search, before any test replaces it.
+FIND_CONFIG_FILES = cfg.find_config_files
+NIC_HOST = 'mixed-vendors-nic'
+#: doc/source/static-topology.rst's example, two GPUs per P2P pair: every
+#: pair is PHB or SYS by its tree, OK or NS by its matrix.
+STATIC = textwrap.dedent('''\
+    gpus:
+      - {address: 0000:81:00.0, numa_node: 0, root_complex: pci0000:80}
+      - {address: 0000:82:00.0, numa_node: 0, root_complex: pci0000:80}
+      - {address: 0000:c1:00.0, numa_node: 1, root_complex: pci0000:c0}
+    p2p_matrix: |
+      GPU0 GPU1 GPU2
+      GPU0 X   OK   NS
+      GPU1 OK  X    CNS
+      GPU2 NS  CNS  X
+    ''')
+
+
+class NoHostConfig(fixtures.Fixture):
+    """oslo.config's search for nova.conf finds ``files``, none by default.
+
+    Not this machine's /etc/nova/nova.conf, which a developer's GPU host
+    may well have.
+    """
+
+    def __init__(self, files: list[str] | None = None) -> None:
+        super().__init__()
+        self.files = files or []
+
+    def _setUp(self) -> None:
+        self.useFixture(fixtures.MockPatch(
+            'oslo_config.cfg.find_config_files', return_value=self.files))
+        self.useFixture(fixtures.MockPatch(
+            'oslo_config.cfg.find_config_dirs', return_value=[]))
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+class CLITestCase(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(NoHostConfig())
+        self.dir = self.useFixture(fixtures.TempDir()).path
+
+    def write(self, name: str, text: str) -> str:
+        path = os.path.join(self.dir, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def capture(self, topology: model.HostTopology) -> str:
+        path = os.path.join(self.dir, 'host.json')
+        capture.save(topology, path)
+        return path
+
+    def assertUsageError(self, expected: str, *argv: str) -> str:
+        """Exit status 2, one line naming ``expected``, nothing else."""
+        rc, out, err = run(*argv)
+        self.assertEqual((2, ''), (rc, out), err)
+        self.assertEqual(1, len(err.splitlines()), err)
+        self.assertTrue(err.startswith('nova-gpu-p2p: '), err)
+        self.assertIn(expected, err)
+        return err.strip()
+
+
+class TestQuiet(CLITestCase):
+    """Standard error holds the command's own output and nothing else.
+
+    With ``-W default`` every warning an import raises is shown: eventlet's
+    deprecation (through oslo.privsep or futurist) must not come with
+    commands that do not read config space through nova-compute's daemon.
+    """
+
+    def console(self, *argv: str, **popen) -> subprocess.CompletedProcess:
+        env = dict(os.environ, PYTHONPATH=REPO, HOME=self.dir)
+        env.pop('PYTHONWARNINGS', None)
+        return subprocess.run(
+            [sys.executable, '-W', 'default', '-c', CONSOLE] + list(argv),
+            env=env, cwd=self.dir, capture_output=True, text=True,
+            timeout=120, **popen)
+
+    def assertQuiet(self, *argv: str) -> str:
+        result = self.console(*argv)
+        self.assertEqual((0, ''), (result.returncode, result.stderr), argv)
+        return result.stdout
+
+    def test_help_and_version(self):
+        for argv in (['--help'], ['topology', '--help'], ['flavor', '--help'],
+                     ['capture', '--help'], ['check', '--help']):
+            self.assertIn('usage: nova-gpu-p2p', self.assertQuiet(*argv))
+        self.assertEqual(
+            'nova-gpu-p2p %s\n' % pbr.version.VersionInfo(
+                'nova-gpu-p2p').version_string(),
+            self.assertQuiet('--version'))
+
+    def test_topology_and_capture(self):
+        host = self.capture(test_corpus.discover(ACS_HOST))
+        self.assertIn('GPU3', self.assertQuiet('topology', '--no-config',
+                                               '--load', host))
+        tree = test_corpus.tree(ACS_HOST)
+        self.assertIn('PHB*', self.assertQuiet('topology', '--no-config',
+                                               '--sysfs-root', tree))
+        self.assertIn('captured', self.assertQuiet(
+            'capture', '--no-config', '--sysfs-root', tree, '--output',
+            os.path.join(self.dir, 'again.json')))
+
+    def test_check_reading_device_spec_entries(self):
+        """Nova's device_spec matching comes without eventlet's warning."""
+        conf = self.write('nova.conf', '[pci]\nreport_in_placement = True\n'
+                          'device_spec = {"address": "0000:03:00.0"}\n')
+        result = self.console('check', '--config-file', conf,
+                              '--sysfs-root', test_corpus.tree(ACS_HOST))
+        self.assertEqual('', result.stderr)
+        self.assertIn('device_spec', result.stdout)
+
+    def test_flavor_only_its_settings_on_stderr(self):
+        result = self.console('flavor', '--gpus', '8', '--alias', 'h100',
+                              '--bar-gib', '128')
+        self.assertEqual(0, result.returncode)
+        self.assertEqual(
+            '\n'.join(flavor_commands.scheduler_settings()) + '\n',
+            result.stderr)
+        self.assertIn('hw:maxphysaddr_bits=42', result.stdout)
+
+    def test_a_closed_pipe_is_no_traceback(self):
+        # topology --json | head -1: the reader is gone before the output.
+        process = subprocess.Popen(
+            [sys.executable, '-W', 'default', '-c', CONSOLE, 'topology',
+             '--no-config', '--json', '--load',
+             self.capture(test_corpus.discover('large-16gpu-8numa'))],
+            env=dict(os.environ, PYTHONPATH=REPO, HOME=self.dir),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process.stdout.close()
+        stderr = process.stderr.read()
+        process.stderr.close()
+        self.assertEqual((1, ''), (process.wait(timeout=120), stderr))
+
+
+class TestConfig(CLITestCase):
+    """nova.conf as nova-manage finds it, --config-file, --no-config."""
+
+    def report(self, *argv: str) -> dict:
+        rc, out, err = run('topology', '--sysfs-root',
+                           test_corpus.tree(ACS_HOST), '--json', *argv)
+        self.assertEqual(0, rc, err)
+        return json.loads(out)
+
+    def test_hosts_nova_conf_by_default(self):
+        path = self.write('nova.conf', '[gpu_p2p]\np2p_level = SYS\n')
+        self.useFixture(NoHostConfig([path]))
+        report = self.report()
+        self.assertEqual(('SYS', [path]),
+                         (report['p2p_level'], report['config_files']))
+        self.assertEqual({0}, {gpu['clique'] for gpu in report['gpus']})
+        rc, out, err = run('topology', '--sysfs-root',
+                           test_corpus.tree(ACS_HOST))
+        self.assertIn('p2p_level=SYS acs_policy=route (from %s)' % path, out)
+
+    def test_search_is_oslo_configs_for_nova(self):
+        # nova.conf and nova-gpu-p2p.conf in ~/.nova, ~, /etc/nova, /etc.
+        self.useFixture(fixtures.MockPatch(
+            'oslo_config.cfg._get_config_dirs', return_value=[self.dir]))
+        self.useFixture(fixtures.MockPatch(
+            'oslo_config.cfg.find_config_files', FIND_CONFIG_FILES))
+        nova_conf = self.write('nova.conf', '[gpu_p2p]\np2p_level = SYS\n')
+        ours = self.write('nova-gpu-p2p.conf',
+                          '[gpu_p2p]\nacs_policy = ignore\n')
+        report = self.report()
+        self.assertEqual([nova_conf, ours], report['config_files'])
+        self.assertEqual(('SYS', 'ignore'),
+                         (report['p2p_level'], report['acs_policy']))
+
+    def test_config_file_instead_and_later_ones_win(self):
+        self.useFixture(NoHostConfig([self.write('host.conf', 'broken')]))
+        first = self.write('a.conf', '[gpu_p2p]\np2p_level = SYS\n'
+                                     'acs_policy = ignore\n')
+        second = self.write('b.conf', '[gpu_p2p]\np2p_level = PHB\n')
+        report = self.report('--config-file', first, '--config-file', second)
+        self.assertEqual(('PHB', 'ignore', [first, second]),
+                         (report['p2p_level'], report['acs_policy'],
+                          report['config_files']))
+
+    def test_no_config(self):
+        self.useFixture(NoHostConfig([self.write('host.conf', 'broken')]))
+        report = self.report('--no-config')
+        self.assertEqual(('PXB', 'route', []),
+                         (report['p2p_level'], report['acs_policy'],
+                          report['config_files']))
+        rc, out, err = run('topology', '--no-config', '--sysfs-root',
+                           test_corpus.tree(ACS_HOST))
+        self.assertIn('p2p_level=PXB acs_policy=route (defaults: no '
+                      'nova.conf read)', out)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            exc = self.assertRaises(SystemExit, cli.main, [
+                'topology', '--no-config', '--config-file', 'x'])
+        self.assertEqual(2, exc.code)
+        self.assertIn('not allowed with argument', err.getvalue())
+
+    def test_every_command_that_reads_the_host_takes_them(self):
+        for command in (['topology'], ['check'], ['capture', '--output',
+                                                  os.path.join(self.dir,
+                                                               'c.json')]):
+            self.assertUsageError('--config-file %s: no such file'
+                                  % os.path.join(self.dir, 'none.conf'),
+                                  *command, '--config-file',
+                                  os.path.join(self.dir, 'none.conf'))
+
+    def test_missing_or_unreadable_nova_conf(self):
+        missing = os.path.join(self.dir, 'missing.conf')
+        self.assertEqual(
+            'nova-gpu-p2p: --config-file %s: no such file' % missing,
+            self.assertUsageError(missing, 'topology', '--config-file',
+                                  missing))
+        self.assertUsageError('--config-file %s: is a directory' % self.dir,
+                              'topology', '--config-file', self.dir)
+        self.assertUsageError(
+            'is not an INI file: at %s:1' % self.write('bad.conf', 'x\n'),
+            'topology', '--config-file', os.path.join(self.dir, 'bad.conf'))
+        # The host's own, found by the search, readable only by root.
+        self.useFixture(fixtures.MockPatch(
+            'oslo_config.cfg.ConfigOpts._parse_config_files',
+            side_effect=cfg.ConfigFilesPermissionDeniedError(
+                ['/etc/nova/nova.conf'])))
+        self.assertEqual(
+            'nova-gpu-p2p: cannot read /etc/nova/nova.conf: permission '
+            'denied; run as root (sudo), or give --config-file FILE or '
+            '--no-config', self.assertUsageError('permission', 'topology'))
+
+    def test_bad_values_name_file_option_value_and_allowed(self):
+        for text, expected in (
+                ('p2p_level = FOO', "[gpu_p2p] p2p_level = 'FOO': must be one "
+                                    'of NV, PIX, PXB, PHB, NODE, SYS'),
+                ('acs_policy = off', "[gpu_p2p] acs_policy = 'off': must be "
+                                     'one of route, ignore'),
+                ('align_device_types = gpu,disk',
+                 "[gpu_p2p] align_device_types = 'gpu,disk': each item must "
+                 'be one of gpu, nic, all'),
+                ('clique_map = 81:00.0',
+                 "[gpu_p2p] clique_map = '81:00.0': '81:00.0' is not BDF:ID "
+                 "(for example 0000:81:00.0:0)"),
+                ('pcihole64 = big',
+                 "[gpu_p2p] pcihole64 = 'big': 'big' is not auto, off or a "
+                 "size in GiB (a positive integer)"),
+                ('guest_numa_distances = maybe',
+                 "[gpu_p2p] guest_numa_distances = 'maybe': ")):
+            path = self.write('nova.conf', '[gpu_p2p]\n%s\n' % text)
+            message = self.assertUsageError(
+                '%s: %s' % (path, expected), 'topology', '--config-file',
+                path, '--sysfs-root', test_corpus.tree(ACS_HOST))
+            self.assertNotIn('LocationInfo', message)
+
+    def test_static_without_its_file(self):
+        self.assertUsageError(
+            'topology_backend = static needs [gpu_p2p] static_topology_file',
+            'topology', '--config-file',
+            self.write('nova.conf', '[gpu_p2p]\ntopology_backend = static\n'))
+
+
+class TestBadInput(CLITestCase):
+    """One line and exit status 2, never a traceback."""
+
+    def test_load_of_what_is_no_capture(self):
+        for text in ('[1, 2]', '"host"', 'null', '{"format_version": 2, '
+                     '"functions": [1], "findings": []}', '{', ''):
+            path = self.write('host.json', text)
+            for command in ('topology', 'check'):
+                self.assertUsageError(
+                    '%s is not a readable nova-gpu-p2p capture: ' % path,
+                    command, '--load', path)
+        self.assertUsageError(
+            'its top level is not a JSON object', 'topology', '--load',
+            self.write('host.json', '[]'))
+
+    def test_capture_to_where_it_cannot_write(self):
+        self.assertUsageError(
+            '--output %s: No such file or directory'
+            % os.path.join(self.dir, 'no', 'host.json'),
+            'capture', '--sysfs-root', test_corpus.tree(ACS_HOST),
+            '--output', os.path.join(self.dir, 'no', 'host.json'))
+
+    def test_sysfs_root_that_is_none(self):
+        self.assertUsageError('cannot list PCI devices in /nonexistent',
+                              'topology', '--sysfs-root', '/nonexistent')
+
+    def test_backend_and_static_file_errors(self):
+        self.assertUsageError(
+            'topology_backend = nosuch: no such backend; installed backends '
+            'are nvml, static, sysfs', 'topology', '--config-file',
+            self.write('nova.conf', '[gpu_p2p]\ntopology_backend = nosuch\n'))
+        conf = self.write('static.conf', '[gpu_p2p]\ntopology_backend = '
+                          'static\nstatic_topology_file = %s\n'
+                          % os.path.join(self.dir, 'gpus.yaml'))
+        self.assertUsageError('cannot read %s' % os.path.join(
+            self.dir, 'gpus.yaml'), 'topology', '--config-file', conf)
+        self.write('gpus.yaml', '- 81:00.0\n')
+        self.assertUsageError('gpus.yaml line 1: the top level must be a '
+                              'mapping', 'topology', '--config-file', conf)
+
+
+class TestTopologyReport(CLITestCase):
+
+    def test_no_nvidia_gpu(self):
+        nic = dataclasses.replace(
+            test_corpus.discover(NIC_HOST).functions['0000:05:00.0'],
+            numa_node=None)
+        rc, out, err = run('topology', '--load', self.capture(
+            model.HostTopology(functions={nic.address: nic})))
+        self.assertEqual((0, ''), (rc, err))
+        self.assertEqual(
+            ['No NVIDIA GPU found in the capture: nothing for P2P flavors '
+             'to use.',
+             'Capture the GPU host: sudo nova-gpu-p2p capture --output '
+             'FILE.',
+             'NIC 0000:05:00.0 numa_node - root complex pci0000:00'],
+            out.splitlines())
+
+    def test_no_nvidia_gpu_in_sysfs(self):
+        os.makedirs(os.path.join(self.dir, 'bus', 'pci', 'devices'))
+        rc, out, err = run('topology', '--sysfs-root', self.dir)
+        lines = out.splitlines()
+        self.assertEqual(
+            'No NVIDIA GPU found in %s/bus/pci/devices: nothing for P2P '
+            'flavors to use.' % self.dir, lines[0])
+        self.assertTrue(lines[1].startswith(
+            'Sysfs lists GPUs whatever driver they are bound to (nvidia, '
+            'vfio-pci or none)'), lines[1])
+        self.assertNotIn('PCI address', out)
+        self.assertNotIn('traits', out)
+
+    def test_unknown_numa_node_is_a_dash(self):
+        topology = test_corpus.discover(NIC_HOST)
+        functions = {a: dataclasses.replace(f, numa_node=None)
+                     for a, f in topology.functions.items()}
+        rc, out, err = run('topology', '--load', self.capture(
+            dataclasses.replace(topology, functions=functions)))
+        self.assertNotIn('None', out)
+        self.assertIn('NIC 0000:05:00.0 numa_node - root complex pci0000:00',
+                      out)
+        self.assertEqual(['0000:03:00.0', '-', 'pci0000:00', '0'],
+                         out.splitlines()[1].split()[3:])
+
+    def test_acs_legend_only_with_a_star(self):
+        rc, out, err = run('topology', '--sysfs-root',
+                           test_corpus.tree(NIC_HOST))
+        self.assertNotIn('*', out)
+        self.assertIn('p2p_level=PXB acs_policy=route (defaults: no '
+                      'nova.conf read)\n', out)
+        rc, out, err = run('topology', '--sysfs-root',
+                           test_corpus.tree(ACS_HOST))
+        self.assertIn('PHB*', out)
+        self.assertIn('; * = made worse by ACS P2P request redirect or '
+                      'egress control\n', out)
+        self.assertNotIn('?', out)
+
+    def test_static_files_own_verdict(self):
+        path = self.write('gpus.yaml', STATIC)
+        conf = self.write('nova.conf', '[gpu_p2p]\ntopology_backend = '
+                          'static\nstatic_topology_file = %s\n' % path)
+        rc, out, err = run('topology', '--config-file', conf)
+        self.assertEqual(0, rc, err)
+        lines = out.splitlines()
+        self.assertEqual([['X', 'OK', 'NS'], ['OK', 'X', 'NS'],
+                          ['NS', 'NS', 'X']],
+                         [line.split()[1:4] for line in lines[1:4]])
+        self.assertIn('; OK, NS = P2P capable or not, as the static '
+                      'topology says (p2p_level does not apply)', lines[5])
+        links = json.loads(run('topology', '--config-file', conf,
+                               '--json')[1])['links']
+        self.assertEqual(
+            {'0000:81:00.0 0000:82:00.0': (True, 'PHB'),
+             '0000:81:00.0 0000:c1:00.0': (False, 'SYS'),
+             '0000:82:00.0 0000:c1:00.0': (False, 'SYS')},
+            {pair: (link['override'], link['effective'])
+             for pair, link in links.items()})
+        # A host read from sysfs has none.
+        links = json.loads(run('topology', '--sysfs-root',
+                               test_corpus.tree(ACS_HOST),
+                               '--json')[1])['links']
+        self.assertEqual({None}, {link['override'] for link in links.values()})

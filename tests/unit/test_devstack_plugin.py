@@ -1,0 +1,759 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""devstack/plugin.sh, phase by phase, against a stand-in of devstack.
+
+Each run is one ``bash`` that sources the stand-in helpers
+(tests/fixtures/devstack/functions: they record every call, and the INI
+helpers edit the file as devstack's do), then devstack/settings, then
+plugin.sh once per phase, as stack.sh, unstack.sh and clean.sh do. The
+nova.conf written is read back with oslo.config's parser and checked with
+the driver's own option types and Nova's own PCI alias schema.
+
+The compute host's GPUs are a corpus host's sysfs tree
+(:data:`HOST_TREE`), never those of the machine running the tests.
+
+The shellcheck test skips in one line where shellcheck is missing; with
+``NOVA_GPU_P2P_REQUIRE_TOOLS=1`` (CI) it fails instead.
+"""
+
+import configparser
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import fixtures
+import jsonschema
+import nova.conf
+from nova.pci import request as pci_request
+from nova.pci import whitelist
+from oslo_config import cfg
+import testtools
+
+from nova_gpu_p2p import conf
+from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import flavor_commands as fc
+import tests
+from tests.unit import test_corpus
+
+REPO = tests.ROOT
+PLUGIN = os.path.join(REPO, 'devstack', 'plugin.sh')
+SETTINGS = os.path.join(REPO, 'devstack', 'settings')
+STANDIN = os.path.join(REPO, 'tests', 'fixtures', 'devstack')
+DOC = os.path.join(REPO, 'doc', 'source', 'devstack.rst')
+REQUIRE_TOOLS = 'NOVA_GPU_P2P_REQUIRE_TOOLS'
+MISSING_SHELLCHECK = ('shellcheck not found: apt-get install shellcheck '
+                      '(or run tools/install-ci-deps.sh)')
+
+DRIVER = 'gpu_p2p.GPUP2PLibvirtDriver'
+LIBVIRT_DRIVER = 'libvirt.LibvirtDriver'
+P2P_FILTERS = list(fc.P2P_FILTERS)
+NOVA_AVAILABLE_FILTERS = fc.NOVA_ALL_FILTERS
+WEIGHERS = [fc.NOVA_ALL_WEIGHERS + ',' + fc.CLIQUE_WEIGHER]
+#: The host the plugin's nova-gpu-p2p topology reads: at PXB, a clique of
+#: two GPUs behind each of its four switches.
+HOST_TREE = 'pcie-8gpu-4switch-2socket'
+CLIQUES = {'0000:03:00.0': 0, '0000:04:00.0': 0, '0000:07:00.0': 1,
+           '0000:08:00.0': 1, '0000:83:00.0': 2, '0000:84:00.0': 2,
+           '0000:87:00.0': 3, '0000:88:00.0': 3}
+#: The device_spec values of those GPUs, in file order.
+CLIQUE_SPECS = [device_spec.entry(a, c).split(' = ', 1)[1]
+                for a, c in sorted(CLIQUES.items())]
+# devstack's lib/nova NOVA_FILTERS, which create_nova_conf writes.
+DEVSTACK_FILTERS = ('ComputeFilter,ComputeCapabilitiesFilter,'
+                    'ImagePropertiesFilter,ServerGroupAntiAffinityFilter,'
+                    'ServerGroupAffinityFilter,SameHostFilter,'
+                    'DifferentHostFilter')
+# Part of what create_nova_conf and hypervisor-libvirt write before the
+# post-config phase.
+SEED = """[DEFAULT]
+debug = True
+compute_driver = libvirt.LibvirtDriver
+
+[filter_scheduler]
+enabled_filters = %s
+
+[libvirt]
+cpu_mode = none
+virt_type = kvm
+""" % DEVSTACK_FILTERS
+ALL_SERVICES = 'key,g-api,n-api,n-cond,n-sch,n-cpu,placement-api'
+#: stack.sh's plugin phases in order, and nova-compute's start between
+#: post-config and extra (start_nova_compute copies nova.conf to
+#: nova-cpu.conf).
+STACK = ['stack pre-install', 'stack install', 'stack post-config',
+         'start-nova', 'stack extra', 'stack test-config']
+CLEAN = ['unstack', 'clean']
+
+#: Valid values for every [gpu_p2p] option, none of them the default.
+OPTION_VALUES = {
+    'topology_backend': 'static',
+    'sysfs_root': '/srv/sys',
+    'static_topology_file': '/etc/nova/gpu-topology.yaml',
+    'p2p_level': 'PHB',
+    'acs_policy': 'ignore',
+    'clique_map': '0000:81:00.0:0,0000:82:00.0:0',
+    'expander_bus_grouping': 'numa',
+    'align_device_types': 'gpu',
+    'guest_numa_distances': 'False',
+    'pcihole64': '512',
+    'guest_topology': 'False',
+    'clique_fit_weight_multiplier': '2.5',
+    'report_traits': 'False',
+}
+PCI = {'GPU_P2P_ALIAS': 'h100', 'GPU_P2P_PRODUCT_ID': '2330'}
+BROAD_SPEC = '{"vendor_id":"10de","product_id":"2330"}'
+
+
+def seed_with(*lines):
+    """SEED with these option lines added to its [filter_scheduler]."""
+    return SEED.replace('[filter_scheduler]\n', '[filter_scheduler]\n'
+                        + ''.join(line + '\n' for line in lines))
+
+
+def parse_ini(path):
+    """{section: {option: [values]}}, multi valued options kept.
+
+    Sections without options are left out: they mean nothing to
+    oslo.config, and devstack's inidelete leaves the section line.
+    """
+    sections = {}
+    cfg.ConfigParser(path, sections).parse()
+    return {name: options for name, options in sections.items() if options}
+
+
+def load_gpu_p2p(path):
+    """The [gpu_p2p] group as the driver reads it; validates every value."""
+    opts = cfg.ConfigOpts()
+    conf.register_opts(opts)
+    opts([], project='nova', default_config_files=[path])
+    conf.validate(opts)
+    return opts.gpu_p2p
+
+
+class Devstack(fixtures.Fixture):
+    """A devstack host: DEST, /etc/nova, the stand-in, the call log."""
+
+    def __init__(self, services=ALL_SERVICES, seed=SEED, **settings):
+        super().__init__()
+        self.services = services
+        self.seed = seed
+        self.settings = settings
+
+    def _setUp(self):
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.dest = os.path.join(self.root, 'opt', 'stack')
+        etc = os.path.join(self.root, 'etc', 'nova')
+        os.makedirs(os.path.join(self.dest, 'async'))
+        os.makedirs(etc)
+        self.nova_conf = os.path.join(etc, 'nova.conf')
+        self.cpu_conf = os.path.join(etc, 'nova-cpu.conf')
+        self.log = os.path.join(self.root, 'calls.log')
+        with open(self.nova_conf, 'w') as f:
+            f.write(self.seed)
+
+    def run(self, phases, check=True, prologue='', **settings):
+        script = '\n'.join([
+            'set -o errexit -o nounset -o pipefail',
+            'source "$STANDIN/functions"',
+            prologue,
+            'source "$SETTINGS"',
+            'for phase in "$@"; do',
+            '    if [[ "$phase" == start-nova ]]; then',
+            '        cp "$NOVA_CONF" "$NOVA_CPU_CONF"',
+            '    else',
+            '        source "$PLUGIN" $phase',
+            '    fi',
+            'done',
+        ])
+        env = {
+            'PATH': os.path.join(STANDIN, 'bin') + os.pathsep
+            + os.environ.get('PATH', '/usr/bin:/bin'),
+            'HOME': self.root,
+            'LC_ALL': 'C.UTF-8',
+            'PYTHONPATH': REPO,
+            'STANDIN': STANDIN,
+            'SETTINGS': SETTINGS,
+            'PLUGIN': PLUGIN,
+            'DEVSTACK_STANDIN_LOG': self.log,
+            'DEVSTACK_STANDIN_PYTHON': sys.executable,
+            'ENABLED_SERVICES': self.services,
+            'VIRT_DRIVER': 'libvirt',
+            'DEST': self.dest,
+            'NOVA_CONF': self.nova_conf,
+            'NOVA_CPU_CONF': self.cpu_conf,
+            'NOVA_BIN_DIR': os.path.join(STANDIN, 'bin'),
+        }
+        env.update(self.settings)
+        env.update(settings)
+        if env.get('GPU_P2P_ALIAS') and not (
+                {'GPU_P2P_SYSFS_ROOT', 'GPU_P2P_TOPOLOGY_BACKEND'} & set(env)):
+            # The plugin runs nova-gpu-p2p topology for the device_spec
+            # lines: let it read a corpus host, not this machine.
+            env['GPU_P2P_SYSFS_ROOT'] = test_corpus.tree(HOST_TREE)
+        result = subprocess.run(
+            ['bash', '-c', script, 'devstack'] + list(phases), env=env,
+            cwd=self.root, capture_output=True, text=True, timeout=120)
+        if check and result.returncode:
+            raise AssertionError('%s failed (%d):\n%s%s' % (
+                phases, result.returncode, result.stdout, result.stderr))
+        return result
+
+    def calls(self, name=None):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            calls = [shlex.split(line) for line in f]
+        return [c for c in calls if name is None or c[0] == name]
+
+    def ini(self, path=None):
+        return parse_ini(path or self.nova_conf)
+
+    def parse(self, text):
+        """An INI text parsed as ini() parses the files."""
+        path = os.path.join(self.root, 'parsed.conf')
+        with open(path, 'w') as f:
+            f.write(text)
+        return parse_ini(path)
+
+
+class TestStack(testtools.TestCase):
+
+    def stack(self, services=ALL_SERVICES, seed=SEED, **settings):
+        host = self.useFixture(Devstack(services, seed, **settings))
+        host.run(STACK)
+        return host
+
+    def assertFlavor(self, host, request):
+        """The openstack calls are what nova-gpu-p2p flavor prints."""
+        calls = host.calls('openstack')
+        self.assertEqual(
+            ['openstack', 'flavor', 'show', request.flavor_name], calls[0])
+        printed = [shlex.split(line.replace('\\\n', ' '))
+                   for line in fc.commands(request)
+                   if not line.startswith('#')]
+        self.assertEqual(printed, calls[1:])
+        create, set_ = calls[1:]
+        self.assertEqual(
+            ['flavor', 'create', request.flavor_name,
+             '--vcpus', str(request.vcpu_count), '--ram', str(request.ram),
+             '--disk', str(request.disk_gb)], create[1:])
+        self.assertEqual(['flavor', 'set', request.flavor_name],
+                         set_[1:4])
+        args = set_[4:]
+        self.assertEqual(['--property'] * (len(args) // 2), args[::2])
+        self.assertEqual(fc.properties(request),
+                         dict(a.split('=', 1) for a in args[1::2]))
+
+    def test_everything_on_one_host(self):
+        settings = {'GPU_P2P_%s' % k.upper(): v
+                    for k, v in OPTION_VALUES.items()}
+        host = self.stack(
+            GPU_P2P_ALIAS='h100', GPU_P2P_PRODUCT_ID='2330',
+            GPU_P2P_CPU_DEDICATED_SET='4-63',
+            GPU_P2P_FLAVOR_GPUS='8', GPU_P2P_FLAVOR_NUMA_NODES='2',
+            **settings)
+        for path in (host.nova_conf, host.cpu_conf):
+            ini = host.ini(path)
+            self.assertEqual([DRIVER], ini['DEFAULT']['compute_driver'])
+            self.assertEqual({k: [v] for k, v in OPTION_VALUES.items()},
+                             ini['gpu_p2p'])
+            self.assertEqual(['4-63'], ini['compute']['cpu_dedicated_set'])
+            self.assertEqual(
+                [DEVSTACK_FILTERS + ',' + ','.join(P2P_FILTERS)],
+                ini['filter_scheduler']['enabled_filters'])
+            self.assertEqual(
+                [fc.CLIQUE_FILTER, NOVA_AVAILABLE_FILTERS],
+                ini['filter_scheduler']['available_filters'])
+            self.assertEqual(WEIGHERS,
+                             ini['filter_scheduler']['weight_classes'])
+            self.assertEqual(['True'],
+                             ini['filter_scheduler']['pci_in_placement'])
+            self.assertEqual(['True'], ini['pci']['report_in_placement'])
+            [alias] = ini['pci']['alias']
+            alias = json.loads(alias)
+            jsonschema.validate(alias, pci_request._ALIAS_SCHEMA)
+            self.assertEqual({'name': 'h100', 'vendor_id': '10de',
+                              'product_id': '2330',
+                              'device_type': 'type-PCI'}, alias)
+            # The static topology file does not exist: no per-GPU lines.
+            [spec] = ini['pci']['device_spec']
+            specs = whitelist.Whitelist([spec])
+            gpu = {'vendor_id': '10de', 'product_id': '2330',
+                   'address': '0000:81:00.0', 'parent_addr': None,
+                   'dev_type': 'type-PCI'}
+            self.assertIsNotNone(specs.device_assignable(gpu))
+            self.assertIsNone(specs.device_assignable(
+                dict(gpu, product_id='22a3')))
+            # What Nova does not know stays as devstack wrote it.
+            self.assertEqual(['none'], ini['libvirt']['cpu_mode'])
+        self.assertEqual(
+            [['pip_install', '--no-deps', os.path.join(host.dest,
+                                                       'nova-gpu-p2p')]],
+            host.calls('pip_install'))
+        self.assertEqual([], host.calls('setup_develop'))
+        self.assertFlavor(host, fc.FlavorRequest(gpus=8, alias='h100',
+                                                 numa_nodes=2))
+        [warning] = host.calls('warn')
+        self.assertIn('nova-gpu-p2p topology failed (its message is above): '
+                      'no per-GPU [pci] device_spec lines', warning[2])
+
+    def test_every_option_setting_is_a_valid_option(self):
+        settings = {'GPU_P2P_%s' % k.upper(): v
+                    for k, v in OPTION_VALUES.items()}
+        host = self.stack(**settings)
+        written = host.ini()['gpu_p2p']
+        self.assertEqual(sorted(opt.name for opt in conf.OPTS),
+                         sorted(written))
+        group = load_gpu_p2p(host.nova_conf)
+        for opt in conf.OPTS:
+            self.assertEqual(opt.type(OPTION_VALUES[opt.name]),
+                             group[opt.dest], opt.name)
+            self.assertNotEqual(opt.default, group[opt.dest], opt.name)
+
+    def test_defaults_select_the_driver_and_scheduling(self):
+        host = self.stack()
+        ini = host.ini()
+        self.assertEqual([DRIVER], ini['DEFAULT']['compute_driver'])
+        self.assertNotIn('gpu_p2p', ini)
+        self.assertEqual({'report_in_placement': ['True']}, ini['pci'])
+        self.assertNotIn('compute', ini)
+        self.assertEqual(
+            {'enabled_filters': [DEVSTACK_FILTERS + ','
+                                 + ','.join(P2P_FILTERS)],
+             'available_filters': [fc.CLIQUE_FILTER, NOVA_AVAILABLE_FILTERS],
+             'weight_classes': WEIGHERS,
+             'pci_in_placement': ['True']},
+            ini['filter_scheduler'])
+        self.assertEqual([], host.calls('openstack'))
+        self.assertEqual([], host.calls('sudo'))
+        group = load_gpu_p2p(host.nova_conf)
+        for opt in conf.OPTS:
+            self.assertEqual(opt.default, group[opt.dest], opt.name)
+        # No restart: everything is written before stack.sh starts Nova.
+        written = {c[1] for c in host.calls() if c[0].startswith('ini')
+                   and c[0] not in ('iniget', 'ini_has_option')}
+        self.assertEqual({host.nova_conf}, written)
+
+    def test_filters_off(self):
+        host = self.stack(GPU_P2P_SCHEDULER_FILTERS='False')
+        self.assertEqual({'enabled_filters': [DEVSTACK_FILTERS],
+                          'pci_in_placement': ['True']},
+                         host.ini()['filter_scheduler'])
+
+    def test_pci_in_placement_off(self):
+        host = self.stack(GPU_P2P_PCI_IN_PLACEMENT='False', **PCI)
+        ini = host.ini()
+        self.assertNotIn('report_in_placement', ini['pci'])
+        self.assertNotIn('pci_in_placement', ini['filter_scheduler'])
+        # The clique tags stay: they cost nothing without placement.
+        self.assertEqual(CLIQUE_SPECS + [BROAD_SPEC],
+                         ini['pci']['device_spec'])
+
+    def test_scheduler_settings_are_what_the_flavor_command_prints(self):
+        host = self.stack()
+        printed = host.parse('\n'.join(fc.scheduler_settings()))
+        written = host.ini()
+        for section, options in printed.items():
+            for option, values in options.items():
+                if option != 'enabled_filters':
+                    self.assertEqual(sorted(values),
+                                     sorted(written[section][option]),
+                                     option)
+        [enabled] = written['filter_scheduler']['enabled_filters']
+        self.assertEqual(P2P_FILTERS, enabled.split(',')[-3:])
+
+    def test_no_filter_list_starts_from_novas_default(self):
+        seed = SEED.replace('enabled_filters = %s' % DEVSTACK_FILTERS, '')
+        host = self.stack(seed=seed)
+        nova_default = nova.conf.CONF.filter_scheduler.enabled_filters
+        self.assertEqual(
+            [','.join(nova_default + P2P_FILTERS)],
+            host.ini()['filter_scheduler']['enabled_filters'])
+
+    def test_filters_already_there_are_not_repeated(self):
+        filters = ('NUMATopologyFilter,GPUP2PCliqueFilter,ComputeFilter,'
+                   'PciPassthroughFilter')
+        weighers = '%s,%s' % (fc.CLIQUE_WEIGHER, fc.NOVA_ALL_WEIGHERS)
+        seed = seed_with('weight_classes = ' + weighers,
+                         'available_filters = ' + fc.CLIQUE_FILTER).replace(
+            DEVSTACK_FILTERS, filters)
+        host = self.stack(seed=seed)
+        self.assertEqual(
+            {'enabled_filters': [filters],
+             'weight_classes': [weighers],
+             # Nova's own are not added where available_filters is set.
+             'available_filters': [fc.CLIQUE_FILTER],
+             'pci_in_placement': ['True']},
+            host.ini()['filter_scheduler'])
+
+    def test_others_weighers_and_filters_are_kept(self):
+        seed = seed_with('weight_classes = my.Weigher',
+                         'available_filters = my.Filter')
+        host = self.stack(seed=seed)
+        group = host.ini()['filter_scheduler']
+        self.assertEqual(['my.Weigher,' + fc.CLIQUE_WEIGHER],
+                         group['weight_classes'])
+        self.assertEqual([fc.CLIQUE_FILTER, 'my.Filter'],
+                         group['available_filters'])
+
+    def test_compute_host(self):
+        host = self.stack(services='n-cpu,placement-client',
+                          GPU_P2P_FLAVOR_GPUS='2', **PCI)
+        ini = host.ini()
+        self.assertEqual([DRIVER], ini['DEFAULT']['compute_driver'])
+        self.assertEqual(1, len(ini['pci']['alias']))
+        self.assertEqual(['True'], ini['pci']['report_in_placement'])
+        self.assertEqual({'enabled_filters': [DEVSTACK_FILTERS]},
+                         ini['filter_scheduler'])
+        self.assertEqual([], host.calls('openstack'))
+
+    def test_gpu_device_spec_lines_first(self):
+        """Each GPU's line, as topology --device-spec prints it, then ours.
+
+        Nova uses the first entry that matches a GPU: the GPU's own line,
+        with its clique trait and tag.
+        """
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        host = self.stack(services='n-cpu,placement-client', **PCI)
+        specs = host.ini()['pci']['device_spec']
+        self.assertEqual(CLIQUE_SPECS + [BROAD_SPEC], specs)
+        self.assertEqual(
+            [['sudo', os.path.join(STANDIN, 'bin', 'nova-gpu-p2p'),
+              'topology', '--device-spec', '--config-file', host.nova_conf]],
+            host.calls('sudo'))
+        tags = device_spec.configured_tags(
+            specs, [(a, 0x10de, 0x2330) for a in CLIQUES])
+        self.assertEqual([], device_spec.problems(CLIQUES, {}, tags))
+        for address, clique in CLIQUES.items():
+            self.assertEqual('CUSTOM_GPU_P2P_CLIQUE_ID_%d' % clique,
+                             tags[address]['traits'])
+
+    def test_restack_replaces_the_gpu_lines(self):
+        """A topology that changed between stacks leaves no stale line."""
+        host = self.useFixture(Devstack(services='n-cpu', **PCI))
+        host.run(STACK)
+        # Every GPU in one clique at SYS.
+        host.run(['stack post-config'], GPU_P2P_P2P_LEVEL='SYS')
+        self.assertEqual(
+            [device_spec.entry(a, 0).split(' = ', 1)[1]
+             for a in sorted(CLIQUES)] + [BROAD_SPEC],
+            host.ini()['pci']['device_spec'])
+
+    def test_controller(self):
+        host = self.stack(services='key,n-api,n-cond,n-sch',
+                          GPU_P2P_FLAVOR_GPUS='2', **PCI)
+        ini = host.ini()
+        self.assertEqual([LIBVIRT_DRIVER], ini['DEFAULT']['compute_driver'])
+        self.assertNotIn('gpu_p2p', ini)
+        self.assertEqual({'alias'}, set(ini['pci']))
+        self.assertIn('GPUP2PCliqueFilter',
+                      ini['filter_scheduler']['enabled_filters'][0])
+        self.assertEqual(['True'],
+                         ini['filter_scheduler']['pci_in_placement'])
+        self.assertEqual([], host.calls('sudo'))
+        self.assertFlavor(host, fc.FlavorRequest(gpus=2, alias='h100'))
+        self.assertEqual(1, len(host.calls('pip_install')))
+
+    def test_without_nova_nothing_happens(self):
+        host = self.stack(services='key,g-api,placement-api', **PCI)
+        self.assertEqual(SEED, open(host.nova_conf).read())
+        self.assertEqual(['define_plugin'],
+                         [c[0] for c in host.calls()])
+
+    def test_flavor_settings(self):
+        host = self.stack(GPU_P2P_FLAVOR_GPUS='4', GPU_P2P_FLAVOR_NAME='p2p4',
+                          GPU_P2P_FLAVOR_VCPUS='16', GPU_P2P_FLAVOR_RAM='8192',
+                          GPU_P2P_FLAVOR_DISK='20', **PCI)
+        self.assertFlavor(host, fc.FlavorRequest(
+            gpus=4, alias='h100', name='p2p4', vcpus=16, ram_mb=8192,
+            disk_gb=20))
+
+    def test_existing_flavor_is_left_alone(self):
+        host = self.stack(GPU_P2P_FLAVOR_GPUS='2',
+                          STANDIN_FLAVORS='gpu-p2p.2x', **PCI)
+        self.assertEqual([['openstack', 'flavor', 'show', 'gpu-p2p.2x']],
+                         host.calls('openstack'))
+
+    def test_other_aliases_are_kept_and_restack_adds_nothing(self):
+        other = '{"name": "t4", "vendor_id": "10de", "product_id": "1eb8"}'
+        seed = SEED + '\n[pci]\nalias = %s\n' % other
+        host = self.useFixture(Devstack(seed=seed, **PCI))
+        host.run(STACK)
+        host.run(['stack post-config'])
+        pci = host.ini()['pci']
+        self.assertEqual(2, len(pci['alias']))
+        self.assertIn(other, pci['alias'])
+        self.assertEqual(CLIQUE_SPECS + [BROAD_SPEC], pci['device_spec'])
+        self.assertEqual(['True'], pci['report_in_placement'])
+        group = host.ini()['filter_scheduler']
+        self.assertEqual([DEVSTACK_FILTERS + ',' + ','.join(P2P_FILTERS)],
+                         group['enabled_filters'])
+        self.assertEqual(2, len(group['available_filters']))
+        self.assertEqual(WEIGHERS, group['weight_classes'])
+
+    def test_nvml_backend_installs_its_extra(self):
+        host = self.stack(GPU_P2P_TOPOLOGY_BACKEND='nvml')
+        setup = configparser.ConfigParser()
+        setup.read(os.path.join(REPO, 'setup.cfg'))
+        extra = setup['options.extras_require']['nvml'].split('#')[0]
+        self.assertEqual(
+            [['pip_install', '--no-deps',
+              os.path.join(host.dest, 'nova-gpu-p2p')],
+             ['pip_install', extra.strip()]],
+            host.calls('pip_install'))
+
+    def test_waits_for_configure_neutron_nova(self):
+        host = self.useFixture(Devstack())
+        job = os.path.join(host.dest, 'async', 'configure_neutron_nova.ini')
+        with open(job, 'w') as f:
+            f.write('[job]\npid = 4242\n')
+        # The job ends while the plugin sleeps the third time.
+        prologue = '\n'.join([
+            'function sleep {',
+            '    _standin_record sleep "$@"',
+            '    if (( $(grep -c ^sleep "$DEVSTACK_STANDIN_LOG") == 3 ))',
+            '    then',
+            '        echo "end_time = 1" >>%s' % shlex.quote(job),
+            '    fi',
+            '}'])
+        host.run(['stack post-config'], prologue=prologue)
+        calls = host.calls()
+        first_write = [c[0] for c in calls].index('iniset')
+        pid = ['iniget', job, 'job', 'pid']
+        end = ['iniget', job, 'job', 'end_time']
+        sleep = ['sleep', '0.5']
+        self.assertEqual([pid, end, sleep, end, sleep, end, sleep, end],
+                         calls[:first_write][-8:])
+
+    def test_synchronous_configure_neutron_nova_is_not_waited_for(self):
+        host = self.useFixture(Devstack())
+        job = os.path.join(host.dest, 'async', 'configure_neutron_nova.ini')
+        with open(job, 'w') as f:
+            f.write('[job]\npid = self\n')
+        host.run(['stack post-config'],
+                 prologue='function sleep { die $LINENO slept; }')
+        self.assertEqual([DRIVER], host.ini()['DEFAULT']['compute_driver'])
+
+
+class TestRefusedSettings(testtools.TestCase):
+
+    def refused(self, phase, message, services=ALL_SERVICES, **settings):
+        host = self.useFixture(Devstack(services, **settings))
+        result = host.run(STACK, check=False)
+        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertIn(message, result.stderr)
+        self.assertEqual(1, len(host.calls('die')))
+        # Nothing past the phase that refused.
+        phases = [c[1] for c in host.calls('echo_summary')]
+        if phase == 'pre-install':
+            self.assertEqual([], phases)
+            self.assertEqual([], host.calls('pip_install'))
+        else:
+            self.assertEqual(['Installing nova-gpu-p2p',
+                              'Configuring nova-gpu-p2p'], phases)
+        self.assertFalse(os.path.exists(host.cpu_conf))
+        self.assertEqual([], host.calls('openstack'))
+
+    def test_flavor_without_alias(self):
+        self.refused('pre-install', 'GPU_P2P_FLAVOR_GPUS needs GPU_P2P_ALIAS',
+                     GPU_P2P_FLAVOR_GPUS='2')
+
+    def test_alias_without_product_id(self):
+        self.refused('pre-install', 'needs GPU_P2P_PRODUCT_ID',
+                     GPU_P2P_ALIAS='h100')
+
+    def test_bad_vendor_id(self):
+        self.refused('pre-install', 'GPU_P2P_VENDOR_ID=0x10de',
+                     GPU_P2P_VENDOR_ID='0x10de', **PCI)
+
+    def test_bad_alias_name(self):
+        self.refused('pre-install', 'GPU_P2P_ALIAS=h100:8',
+                     GPU_P2P_ALIAS='h100:8', GPU_P2P_PRODUCT_ID='2330')
+
+    def test_bad_device_type(self):
+        self.refused('pre-install', 'GPU_P2P_DEVICE_TYPE=PCI',
+                     GPU_P2P_DEVICE_TYPE='PCI', **PCI)
+
+    def test_not_a_number(self):
+        self.refused('pre-install', 'GPU_P2P_FLAVOR_GPUS=eight',
+                     GPU_P2P_FLAVOR_GPUS='eight', **PCI)
+
+    def test_other_virt_driver(self):
+        self.refused('pre-install', 'VIRT_DRIVER=fake', VIRT_DRIVER='fake')
+
+    def test_flavor_the_cli_refuses(self):
+        # The CLI's own message, before Nova starts.
+        self.refused('post-config', '--numa-nodes 3',
+                     GPU_P2P_FLAVOR_GPUS='2', GPU_P2P_FLAVOR_NUMA_NODES='3',
+                     **PCI)
+
+
+class TestUnstackAndClean(testtools.TestCase):
+
+    def test_unstack_does_nothing(self):
+        host = self.useFixture(Devstack(**PCI))
+        host.run(STACK)
+        before = [open(p).read() for p in (host.nova_conf, host.cpu_conf)]
+        os.unlink(host.log)
+        host.run(['unstack'])
+        self.assertEqual(['define_plugin'], [c[0] for c in host.calls()])
+        self.assertEqual(
+            before, [open(p).read() for p in (host.nova_conf, host.cpu_conf)])
+
+    def test_clean_removes_what_stack_added(self):
+        other = '{"name": "t4", "vendor_id": "10de", "product_id": "1eb8"}'
+        seed = SEED + '\n[pci]\nalias = %s\n' % other
+        settings = {'GPU_P2P_%s' % k.upper(): v
+                    for k, v in OPTION_VALUES.items()}
+        host = self.useFixture(Devstack(
+            seed=seed, GPU_P2P_CPU_DEDICATED_SET='4-63',
+            GPU_P2P_FLAVOR_GPUS='2', **PCI, **settings))
+        host.run(STACK)
+        self.assertNotEqual(host.parse(seed), host.ini())
+        host.run(CLEAN)
+        for path in (host.nova_conf, host.cpu_conf):
+            self.assertEqual(host.parse(seed), host.ini(path))
+        self.assertEqual([['pip_uninstall', 'nova-gpu-p2p',
+                           'PIP_VIRTUAL_ENV=']],
+                         host.calls('pip_uninstall'))
+
+    def test_clean_keeps_what_others_set(self):
+        """Their device_spec, filters and weighers; Nova's defaults go."""
+        seed = seed_with(
+            'available_filters = my.Filter',
+            'weight_classes = my.Weigher,' + fc.NOVA_ALL_WEIGHERS) + (
+            '\n[pci]\ndevice_spec = {"vendor_id": "15b3"}\n')
+        host = self.useFixture(Devstack(seed=seed, **PCI))
+        host.run(STACK)
+        self.assertEqual(len(CLIQUE_SPECS) + 2,
+                         len(host.ini()['pci']['device_spec']))
+        host.run(CLEAN)
+        for path in (host.nova_conf, host.cpu_conf):
+            self.assertEqual(host.parse(seed), host.ini(path))
+
+    def test_clean_leaves_options_an_operator_changed(self):
+        host = self.useFixture(Devstack())
+        host.run(STACK)
+        with open(host.nova_conf) as f:
+            text = f.read().replace('pci_in_placement = True',
+                                    'pci_in_placement = False')
+        with open(host.nova_conf, 'w') as f:
+            f.write(text)
+        host.run(CLEAN)
+        self.assertEqual(['False'],
+                         host.ini()['filter_scheduler']['pci_in_placement'])
+        self.assertNotIn('pci', host.ini())
+
+    def test_clean_in_devstacks_global_venv(self):
+        host = self.useFixture(Devstack())
+        venv = os.path.join(host.dest, 'data', 'venv')
+        os.makedirs(venv)
+        host.run(STACK)
+        host.run(CLEAN, GLOBAL_VENV='True', DEVSTACK_VENV=venv)
+        self.assertEqual([['pip_uninstall', 'nova-gpu-p2p',
+                           'PIP_VIRTUAL_ENV=' + venv]],
+                         host.calls('pip_uninstall'))
+        self.assertEqual(host.parse(SEED), host.ini())
+
+    def test_clean_keeps_an_operators_driver(self):
+        host = self.useFixture(Devstack(services='n-cpu'))
+        host.run(STACK)
+        with open(host.nova_conf) as f:
+            text = f.read().replace(DRIVER, 'ironic.IronicDriver')
+        with open(host.nova_conf, 'w') as f:
+            f.write(text)
+        host.run(CLEAN)
+        self.assertEqual(['ironic.IronicDriver'],
+                         host.ini()['DEFAULT']['compute_driver'])
+
+    def test_clean_without_nova_conf(self):
+        host = self.useFixture(Devstack())
+        os.unlink(host.nova_conf)
+        host.run(CLEAN)
+        self.assertEqual(1, len(host.calls('pip_uninstall')))
+
+
+class TestShellcheck(testtools.TestCase):
+
+    def test_shellcheck(self):
+        shellcheck = shutil.which('shellcheck')
+        if shellcheck is None:
+            if os.environ.get(REQUIRE_TOOLS) == '1':
+                self.fail('%s (%s=1)' % (MISSING_SHELLCHECK, REQUIRE_TOOLS))
+            self.skipTest(MISSING_SHELLCHECK)
+        files = [PLUGIN, SETTINGS, os.path.join(STANDIN, 'functions'),
+                 os.path.join(STANDIN, 'bin', 'openstack'),
+                 os.path.join(STANDIN, 'bin', 'nova-gpu-p2p'),
+                 os.path.join(STANDIN, 'bin', 'sudo')]
+        result = subprocess.run([shellcheck, '-x'] + files,
+                                capture_output=True, text=True)
+        self.assertEqual(0, result.returncode, result.stdout + result.stderr)
+
+
+class TestDoc(testtools.TestCase):
+    """doc/source/devstack.rst lists every setting with its default."""
+
+    def settings_defaults(self):
+        with open(SETTINGS) as f:
+            text = f.read()
+        found = {}
+        for name, default in re.findall(
+                r'^(GPU_P2P_\w+)=\$\{\1:-(.*)\}$', text, re.M):
+            found[name] = default
+        for name, default in re.findall(
+                r'^(GPU_P2P_\w+)=\$\(trueorfalse (\w+) \1\)$', text, re.M):
+            found[name] = default
+        names = set(re.findall(r'^(GPU_P2P_\w+)=', text, re.M))
+        self.assertEqual(names, set(found))
+        return found
+
+    def test_every_setting_is_documented_with_its_default(self):
+        with open(DOC) as f:
+            doc = f.read()
+        block = doc.split('.. _devstack-all-settings:')[1]
+        documented = dict(re.findall(r'^\s+(GPU_P2P_\w+)=(.*)$', block, re.M))
+        defaults = self.settings_defaults()
+        self.assertEqual(defaults, documented)
+        for name in defaults:
+            self.assertIn('``%s``' % name, doc)
+
+    def test_the_example_stacks(self):
+        with open(DOC) as f:
+            doc = f.read()
+        example = doc.split('[[local|localrc]]')[1].split('[[post-config')[0]
+        settings = dict(re.findall(r'^\s+(GPU_P2P_\w+)=(.*)$', example,
+                                   re.M))
+        self.assertIn('enable_plugin nova-gpu-p2p ', example)
+        host = self.useFixture(Devstack(**settings))
+        host.run(STACK)
+        ini = host.ini()
+        self.assertEqual([DRIVER], ini['DEFAULT']['compute_driver'])
+        self.assertEqual(['8-31,40-63'], ini['compute']['cpu_dedicated_set'])
+        self.assertIn('"name":"h100"', ini['pci']['alias'][0])
+        create = host.calls('openstack')[1]
+        self.assertEqual(['openstack', 'flavor', 'create', 'gpu-p2p.8x',
+                          '--vcpus', '32', '--ram', '131072', '--disk',
+                          '100'], create)
+
+    def test_every_option_has_a_setting(self):
+        defaults = self.settings_defaults()
+        for opt in conf.OPTS:
+            self.assertIn('GPU_P2P_%s' % opt.name.upper(), defaults)
+            self.assertEqual('', defaults['GPU_P2P_%s' % opt.name.upper()])

@@ -1,0 +1,837 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import json
+import logging
+import types
+from unittest import mock
+
+import fixtures
+from nova.compute import pci_placement_translator
+from nova.compute import provider_tree
+from nova import conf as nova_conf
+from nova import exception
+from nova.tests import fixtures as nova_fixtures
+from nova.virt import driver as virt_driver
+from nova.virt.libvirt import config as vconfig
+from nova.virt.libvirt import driver as libvirt_driver
+from oslo_config import fixture as config_fixture
+from oslo_utils.fixture import uuidsentinel as uuids
+import testtools
+
+from nova_gpu_p2p import conf
+from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import driver
+from nova_gpu_p2p.guest import libvirt_config
+from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p.topology import cliques
+from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import link_class
+from nova_gpu_p2p.topology import model
+from tests.unit import test_corpus
+
+
+class TestLoadThroughNova(testtools.TestCase):
+    """Nova's own loader, with Nova's libvirt test double as libvirtd."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(nova_conf.CONF))
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        self.conf.config(compute_driver='gpu_p2p.GPUP2PLibvirtDriver')
+
+    def test_loads_our_subclass(self):
+        loaded = virt_driver.load_compute_driver(None)
+        self.assertIs(driver.GPUP2PLibvirtDriver, type(loaded))
+        self.assertIsInstance(loaded, libvirt_driver.LibvirtDriver)
+
+    def test_shim_is_the_only_name_it_adds(self):
+        from nova.virt import gpu_p2p
+        self.assertEqual(['GPUP2PLibvirtDriver'], gpu_p2p.__all__)
+        self.assertIs(driver.GPUP2PLibvirtDriver,
+                      gpu_p2p.GPUP2PLibvirtDriver)
+
+    def test_bad_option_refuses_to_start(self):
+        self.conf.load_raw_values(group='gpu_p2p', p2p_level='FOO')
+        exit_ = self.useFixture(fixtures.MockPatch('sys.exit')).mock
+        exc = self.assertRaises(conf.InvalidConfig,
+                                virt_driver.load_compute_driver, None)
+        self.assertIn('p2p_level', str(exc))
+        self.assertIn("'FOO'", str(exc))
+        # Not swallowed by Nova's loader as "not a ComputeDriver".
+        exit_.assert_not_called()
+
+
+GPU_A = '0000:03:00.0'
+GPU_B = '0000:04:00.0'
+GPU_C = '0000:81:00.0'
+
+
+def _gpu(address, numa, rc):
+    return model.PCIFunction(address=address, vendor=0x10de, device=0x2330,
+                             class_code=0x030200, parent=None,
+                             root_complex=rc, numa_node=numa)
+
+
+def _host_gpus():
+    """GPU_A and GPU_B in host clique 0; GPU_C alone on node 1."""
+    functions = {f.address: f for f in (
+        _gpu(GPU_A, 0, 'pci0000:00'), _gpu(GPU_B, 0, 'pci0000:00'),
+        _gpu(GPU_C, 1, 'pci0000:80'))}
+    return discovery.HostGPUs(
+        topology=model.HostTopology(functions=functions),
+        cliques=cliques.Cliques(groups=((GPU_A, GPU_B), (GPU_C,)),
+                                ids={GPU_A: 0, GPU_B: 0, GPU_C: None}))
+
+
+def _hostdev(address):
+    domain, bus, rest = address.split(':')
+    slot, function = rest.split('.')
+    dev = vconfig.LibvirtConfigGuestHostdevPCI()
+    dev.domain, dev.bus, dev.slot, dev.function = (domain, bus, slot,
+                                                   function)
+    return dev
+
+
+class TestGetGuestConfig(testtools.TestCase):
+    """_get_guest_config's glue, with Nova's own method mocked."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(nova_conf.CONF))
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        self.conf.config(compute_driver='gpu_p2p.GPUP2PLibvirtDriver')
+        self.driver = virt_driver.load_compute_driver(None)
+        self.driver._host_gpus = _host_gpus()
+        self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_libvirt_version', return_value=(9, 0, 0)))
+        self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_host_phys_bits', return_value=46))
+        self.guest = vconfig.LibvirtConfigGuest()
+        self.guest.os_mach_type = 'q35'
+        self.guest.features = [vconfig.LibvirtConfigGuestFeatureACPI()]
+        self.nova = self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, '_get_guest_config',
+            return_value=self.guest)).mock
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='nova_gpu_p2p.driver', level=logging.INFO))
+
+    def instance(self, gpus=(GPU_A, GPU_B), vm_state='building',
+                 **extra_specs):
+        for address in gpus:
+            self.guest.add_device(_hostdev(address))
+        return types.SimpleNamespace(
+            uuid='f6b06bb4-9d6a-4ff5-b7c5-12a3a8a1c7f4',
+            flavor=types.SimpleNamespace(extra_specs=extra_specs),
+            numa_topology=None, vm_state=vm_state)
+
+    def call(self, instance, context=None):
+        return self.driver._get_guest_config(
+            instance, 'network_info', 'image_meta', 'disk_info',
+            rescue='rescue', block_device_info='bdi', context=context)
+
+    def test_nova_called_with_everything(self):
+        instance = self.instance()
+        self.driver._get_guest_config(
+            instance, 'network_info', 'image_meta', 'disk_info', 'rescue',
+            'bdi', 'context', 'mdevs', 'accel_info', 'share_info',
+            old_guest='old_guest')
+        self.nova.assert_called_once_with(
+            instance, 'network_info', 'image_meta', 'disk_info', 'rescue',
+            'bdi', 'context', 'mdevs', 'accel_info', 'share_info',
+            old_guest='old_guest')
+
+    def test_without_our_keys_returns_nova_guest(self):
+        instance = self.instance(**{'hw:cpu_policy': 'dedicated'})
+        self.assertIs(self.guest, self.call(instance))
+        self.assertEqual('', self.log.output)
+
+    def test_none_values_return_nova_guest(self):
+        instance = self.instance(**{'hw:gpu_p2p_clique': 'none',
+                                    'hw:gpu_numa_affinity': 'none'})
+        self.assertIs(self.guest, self.call(instance))
+
+    def test_auto_applies_plan(self):
+        result = self.call(self.instance(**{'hw:gpu_p2p_clique': 'auto'}))
+        self.assertIsInstance(result, libvirt_config.Guest)
+        self.assertEqual(
+            ['ua-gpu-p2p-0000-03-00-0', 'ua-gpu-p2p-0000-04-00-0'],
+            [d.alias for d in result.qemu_override.devices])
+
+    def test_one_info_line_per_call(self):
+        instance = self.instance(**{'hw:gpu_p2p_clique': 'auto'})
+        self.call(instance)
+        self.assertEqual(1, self.log.output.count('GPU P2P layout:'))
+        self.assertEqual(1, len(self.log.output.strip().splitlines()))
+        self.assertIn('0000:03:00.0 clique 0', self.log.output)
+        self.call(instance)
+        self.assertEqual(2, self.log.output.count('GPU P2P layout:'))
+
+    def test_notes_logged_as_warnings(self):
+        self.guest.features.append(
+            vconfig.LibvirtConfigGuestFeatureKvmHidden())
+        self.call(self.instance(**{'hw:gpu_p2p_clique': 'auto'}))
+        self.assertIn('GPU P2P: hw:gpu_p2p_clique=auto: remove '
+                      'hw:hide_hypervisor_id', self.log.output)
+        self.assertEqual(1, self.log.output.count('GPU P2P layout:'))
+
+    def test_refusal_with_reschedule(self):
+        instance = self.instance(gpus=(GPU_A, GPU_C),
+                                 **{'hw:gpu_p2p_clique': 'required'})
+        exc = self.assertRaises(driver.HostCannotHonour, self.call,
+                                instance)
+        self.assertIsInstance(exc, exception.ComputeResourcesUnavailable)
+        self.assertIn('GPU P2P: hw:gpu_p2p_clique=required', str(exc))
+        self.assertIn('0000:03:00.0, 0000:81:00.0', str(exc))
+        self.assertIn('GPU P2P: hw:gpu_p2p_clique=required',
+                      self.log.output)
+        self.assertNotIn('GPU P2P layout', self.log.output)
+
+    def test_refusal_without_reschedule(self):
+        self.guest.features.append(
+            vconfig.LibvirtConfigGuestFeatureKvmHidden())
+        instance = self.instance(**{'hw:gpu_p2p_clique': 'required'})
+        exc = self.assertRaises(driver.FlavorCannotBeHonoured, self.call,
+                                instance)
+        self.assertIsInstance(exc, exception.InvalidInput)
+        self.assertNotIsInstance(exc, exception.ComputeResourcesUnavailable)
+        self.assertIn('hw:hide_hypervisor_id', str(exc))
+        # The instance fault keeps 255 characters after Nova's 64-character
+        # "Build of instance UUID aborted: ": no prefix of InvalidInput's.
+        self.assertTrue(str(exc).startswith('hw:gpu_p2p_clique=required: '),
+                        str(exc))
+        self.assertIn('GPU P2P: hw:gpu_p2p_clique=required', self.log.output)
+
+    def test_numa_required_without_numa_topology(self):
+        instance = self.instance(**{'hw:gpu_numa_affinity': 'required'})
+        exc = self.assertRaises(driver.FlavorCannotBeHonoured, self.call,
+                                instance)
+        self.assertIn('hw:numa_nodes', str(exc))
+
+    def test_invalid_extra_spec(self):
+        instance = self.instance(**{'hw:gpu_p2p_clique': 'sometimes'})
+        exc = self.assertRaises(driver.FlavorCannotBeHonoured, self.call,
+                                instance)
+        self.assertIn('hw:gpu_p2p_clique', str(exc))
+        self.assertIn("'sometimes'", str(exc))
+        self.assertIsInstance(exc.__cause__, ValueError)
+
+    def test_invalid_numa_extra_spec(self):
+        instance = self.instance(**{'hw:gpu_numa_affinity': '16'})
+        exc = self.assertRaises(driver.FlavorCannotBeHonoured, self.call,
+                                instance)
+        self.assertIn('hw:gpu_numa_affinity', str(exc))
+
+    def test_clique_id_out_of_range(self):
+        instance = self.instance(**{'hw:gpu_p2p_clique': '16'})
+        exc = self.assertRaises(driver.FlavorCannotBeHonoured, self.call,
+                                instance)
+        self.assertIn('hw:gpu_p2p_clique', str(exc))
+
+    def test_old_libvirt_reschedules(self):
+        self.driver._libvirt_version.return_value = (8, 0, 0)
+        instance = self.instance(**{'hw:gpu_p2p_clique': 'required'})
+        exc = self.assertRaises(driver.HostCannotHonour, self.call,
+                                instance)
+        self.assertIn('upgrade libvirt', str(exc))
+
+    def events(self):
+        """Nova's instance action event API, as the driver calls it."""
+        event = 'nova.objects.InstanceActionEvent.'
+        return tuple(
+            self.useFixture(fixtures.MockPatch(event + name)).mock
+            for name in ('event_start', 'event_finish_with_failure'))
+
+    def test_existing_server_degrades_instead_of_refusing(self):
+        start, finish = self.events()
+        instance = self.instance(gpus=(GPU_A, GPU_B, GPU_C),
+                                 vm_state='active',
+                                 **{'hw:gpu_p2p_clique': 'required'})
+        result = self.call(instance, context='ctx')
+        # The pair that can still talk keeps its clique.
+        self.assertEqual(['ua-gpu-p2p-0000-03-00-0',
+                          'ua-gpu-p2p-0000-04-00-0'],
+                         [d.alias for d in result.qemu_override.devices])
+        warnings = [line for line in self.log.output.splitlines()
+                    if 'keeps running without' in line]
+        self.assertEqual(1, len(warnings), self.log.output)
+        self.assertIn('0000:03:00.0, 0000:04:00.0, 0000:81:00.0',
+                      warnings[0])
+        start.assert_called_once_with('ctx', instance.uuid,
+                                      driver.LOST_EVENT, want_result=False,
+                                      host=nova_conf.CONF.host)
+        (args, kwargs), = finish.call_args_list
+        self.assertEqual(('ctx', instance.uuid, driver.LOST_EVENT), args)
+        self.assertIn('0000:81:00.0', kwargs['exc_val'])
+        # The decision record says it too.
+        self.assertIn('0000:81:00.0', ''.join(
+            e.text for e in result.metadata[-1].format_dom().iter(
+                '{%s}lost' % libvirt_config.GPU_P2P_NS)))
+
+    def test_existing_server_keeps_refusal_free_paths(self):
+        """Every refusal without reschedule degrades too."""
+        start, finish = self.events()
+        self.guest.features.append(
+            vconfig.LibvirtConfigGuestFeatureKvmHidden())
+        instance = self.instance(vm_state='stopped',
+                                 **{'hw:gpu_p2p_clique': 'required'})
+        self.call(instance, context='ctx')
+        self.assertIn('hw:hide_hypervisor_id', self.log.output)
+        self.assertEqual(1, finish.call_count)
+
+    def test_existing_server_with_invalid_extra_spec(self):
+        start, finish = self.events()
+        instance = self.instance(vm_state='active',
+                                 **{'hw:gpu_p2p_clique': 'sometimes'})
+        self.assertIs(self.guest, self.call(instance, context='ctx'))
+        self.assertIn("'sometimes'", self.log.output)
+        self.assertEqual(1, finish.call_count)
+
+    def test_event_failure_does_not_stop_the_operation(self):
+        start, finish = self.events()
+        start.side_effect = exception.InstanceActionNotFound(
+            request_id='req', instance_uuid='uuid')
+        instance = self.instance(gpus=(GPU_A, GPU_C), vm_state='active',
+                                 **{'hw:gpu_p2p_clique': 'required'})
+        self.call(instance, context='ctx')
+        self.assertIn('could not record instance action event',
+                      self.log.output)
+        finish.assert_not_called()
+
+    def test_without_context_only_the_log(self):
+        start, finish = self.events()
+        instance = self.instance(gpus=(GPU_A, GPU_C), vm_state='active',
+                                 **{'hw:gpu_p2p_clique': 'required'})
+        self.call(instance)
+        self.assertIn('keeps running without', self.log.output)
+        start.assert_not_called()
+
+    def test_new_build_records_no_event(self):
+        start, finish = self.events()
+        self.call(self.instance(**{'hw:gpu_p2p_clique': 'required'}),
+                  context='ctx')
+        start.assert_not_called()
+        self.assertNotIn('keeps running without', self.log.output)
+
+    def test_discovery_not_rerun_per_call(self):
+        discover = self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.topology.discovery.discover')).mock
+        self.call(self.instance(**{'hw:gpu_p2p_clique': 'auto'}))
+        discover.assert_not_called()
+
+
+class TestLiveMigration(testtools.TestCase):
+    """Live migration would carry the source host's layout: refused."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(config_fixture.Config(nova_conf.CONF))
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        self.driver = driver.GPUP2PLibvirtDriver(None)
+        self.nova = self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, 'check_can_live_migrate_source',
+            return_value='migrate data')).mock
+
+    @staticmethod
+    def instance(pci_devices=('dev',), **extra_specs):
+        return types.SimpleNamespace(
+            uuid=uuids.instance, pci_devices=list(pci_devices),
+            flavor=types.SimpleNamespace(extra_specs=extra_specs))
+
+    def test_refused_with_our_keys_and_devices(self):
+        for specs in ({'hw:gpu_p2p_clique': 'auto'},
+                      {'hw:gpu_numa_affinity': 'preferred'},
+                      {'hw:gpu_p2p_clique': 'sometimes'}):
+            exc = self.assertRaises(
+                exception.MigrationPreCheckError,
+                self.driver.check_can_live_migrate_source, 'ctx',
+                self.instance(**specs), 'dest')
+            self.assertIn('live migration of a server with PCI devices',
+                          str(exc))
+            self.assertIn('cold-migrate it', str(exc))
+        self.nova.assert_not_called()
+
+    def test_allowed_otherwise(self):
+        for instance in (self.instance(),
+                         self.instance(**{'hw:gpu_p2p_clique': 'none'}),
+                         self.instance(pci_devices=(),
+                                       **{'hw:gpu_p2p_clique': 'auto'})):
+            self.assertEqual('migrate data',
+                             self.driver.check_can_live_migrate_source(
+                                 'ctx', instance, 'dest', 'bdi'))
+        self.nova.assert_called_with('ctx', instance, 'dest',
+                                     block_device_info='bdi')
+
+
+class TestHostFacts(testtools.TestCase):
+    """The two host facts the driver reads from libvirt."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(nova_conf.CONF))
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        self.conf.config(compute_driver='gpu_p2p.GPUP2PLibvirtDriver')
+        self.driver = virt_driver.load_compute_driver(None)
+
+    def version(self, method: str, getter: str, value: int):
+        connection = mock.Mock(**{getter + '.return_value': value})
+        with mock.patch.object(self.driver._host, 'get_connection',
+                               return_value=connection):
+            return getattr(self.driver, method)()
+
+    def test_libvirt_version(self):
+        self.assertEqual((11, 3, 0), self.version(
+            '_libvirt_version', 'getLibVersion', 11003000))
+        self.assertEqual((9, 0, 2), self.version(
+            '_libvirt_version', 'getLibVersion', 9000002))
+
+    def test_host_phys_bits(self):
+        caps = vconfig.LibvirtConfigCaps()
+        caps.host = vconfig.LibvirtConfigCapsHost()
+        caps.host.cpu = vconfig.LibvirtConfigCPU()
+        caps.host.cpu.maxphysaddr = vconfig.LibvirtConfigCPUMaxPhysAddr()
+        caps.host.cpu.maxphysaddr.mode = 'emulate'
+        caps.host.cpu.maxphysaddr.bits = 46
+        with mock.patch.object(self.driver._host, 'get_capabilities',
+                               return_value=caps):
+            self.assertEqual(46, self.driver._host_phys_bits())
+
+    def test_host_phys_bits_unknown(self):
+        caps = vconfig.LibvirtConfigCaps()
+        caps.host = vconfig.LibvirtConfigCapsHost()
+        caps.host.cpu = vconfig.LibvirtConfigCPU()
+        with mock.patch.object(self.driver._host, 'get_capabilities',
+                               return_value=caps):
+            self.assertIsNone(self.driver._host_phys_bits())
+
+    def test_qemu_version(self):
+        self.assertEqual((7, 2, 0), self.version(
+            '_qemu_version', 'getVersion', 7002000))
+        self.assertEqual((10, 0, 0), self.version(
+            '_qemu_version', 'getVersion', 10000000))
+
+
+P2P = 'CUSTOM_GPU_P2P'
+C2 = 'CUSTOM_GPU_P2P_CLIQUE_2'
+C4 = 'CUSTOM_GPU_P2P_CLIQUE_4'
+C8 = 'CUSTOM_GPU_P2P_CLIQUE_8'
+C16 = 'CUSTOM_GPU_P2P_CLIQUE_16'
+NVLINK = 'CUSTOM_GPU_P2P_NVLINK'
+NUMA = 'CUSTOM_GPU_NUMA_AFFINITY'
+ALL_OURS = {P2P, C2, C4, C8, C16, NVLINK, NUMA}
+NOVA_TRAITS = {'COMPUTE_NET_VIF_MODEL_VIRTIO', 'HW_CPU_X86_AVX2'}
+OPERATOR = 'CUSTOM_OPERATOR_X'
+NODE = 'host1'
+
+
+def _sixteen_with_nvlink():
+    """16 GPUs in one clique, two of them joined by NVLink."""
+    addresses = ['0000:%02x:00.0' % (0x10 + i) for i in range(16)]
+    return discovery.HostGPUs(
+        topology=model.HostTopology(
+            functions={a: _gpu(a, 0, 'pci0000:00') for a in addresses},
+            nvlink_pairs=frozenset([frozenset(addresses[:2])])),
+        cliques=cliques.Cliques(groups=(tuple(addresses),),
+                                ids={a: 0 for a in addresses}))
+
+
+def _no_numa_pair():
+    functions = {a: _gpu(a, None, 'pci0000:00') for a in (GPU_A, GPU_B)}
+    return discovery.HostGPUs(
+        topology=model.HostTopology(functions=functions),
+        cliques=cliques.Cliques(groups=((GPU_A, GPU_B),),
+                                ids={GPU_A: 0, GPU_B: 0}))
+
+
+class TestUpdateProviderTree(testtools.TestCase):
+    """Our traits on a real ProviderTree, Nova's own method mocked."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(nova_conf.CONF))
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        self.conf.config(compute_driver='gpu_p2p.GPUP2PLibvirtDriver')
+        self.conf.config(report_in_placement=False, group='pci')
+        self.driver = virt_driver.load_compute_driver(None)
+        self.driver._host_gpus = _host_gpus()
+        self.nova = self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, 'update_provider_tree',
+            side_effect=self._nova_update)).mock
+        self.libvirt = self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_libvirt_version', return_value=(9, 0, 0))).mock
+        self.qemu = self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_qemu_version', return_value=(7, 2, 0))).mock
+        self.discover = self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.topology.discovery.discover')).mock
+        self.tree = provider_tree.ProviderTree()
+        self.tree.new_root(NODE, uuids.host1)
+        self.tree.add_traits(NODE, OPERATOR)
+
+    @staticmethod
+    def _nova_update(tree, nodename, allocations=None):
+        tree.add_traits(nodename, *NOVA_TRAITS)
+
+    def update(self, allocations=None):
+        self.driver.update_provider_tree(self.tree, NODE,
+                                         allocations=allocations)
+        return self.tree.data(NODE).traits
+
+    def test_adds_our_traits(self):
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.update())
+        self.nova.assert_called_once_with(self.tree, NODE, allocations=None)
+
+    def test_allocations_passed_to_nova(self):
+        allocations = {uuids.consumer: {'allocations': {}}}
+        self.update(allocations)
+        self.nova.assert_called_once_with(self.tree, NODE,
+                                          allocations=allocations)
+
+    def test_positional_call_as_the_resource_tracker_makes_it(self):
+        self.driver.update_provider_tree(self.tree, NODE)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.tree.data(NODE).traits)
+
+    def test_uses_cached_topology(self):
+        self.update()
+        self.update()
+        self.discover.assert_not_called()
+
+    def test_corpus_host_at_sys(self):
+        self.driver._host_gpus = discovery.evaluate(
+            test_corpus.discover('pcie-8gpu-4switch-2socket'),
+            nova_conf.CONF, link_class.LinkClass.SYS)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, C4, C8, NUMA},
+                         self.update())
+
+    def test_corpus_host_at_configured_level(self):
+        # PXB (the default): four pairs, one per switch.
+        self.driver._host_gpus = discovery.evaluate(
+            test_corpus.discover('pcie-8gpu-4switch-2socket'),
+            nova_conf.CONF)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.update())
+
+    def test_sixteen_with_nvlink(self):
+        self.driver._host_gpus = _sixteen_with_nvlink()
+        self.assertEqual(NOVA_TRAITS | {OPERATOR} | ALL_OURS, self.update())
+
+    def test_no_gpus(self):
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=model.HostTopology(functions={}),
+            cliques=cliques.Cliques(groups=(), ids={}))
+        self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
+
+    def test_other_traits_untouched_across_updates(self):
+        # Not ours: a per-GPU clique trait and a standard trait put on the
+        # compute node by someone else.
+        self.tree.add_traits(NODE, 'CUSTOM_GPU_P2P_CLIQUE_ID_0',
+                             'HW_GPU_API_CUDA_V12_0')
+        others = NOVA_TRAITS | {OPERATOR, 'CUSTOM_GPU_P2P_CLIQUE_ID_0',
+                                'HW_GPU_API_CUDA_V12_0'}
+        self.assertEqual(others | {P2P, C2, NUMA}, self.update())
+        self.driver._host_gpus = _sixteen_with_nvlink()
+        self.assertEqual(others | ALL_OURS, self.update())
+        self.conf.config(report_traits=False, group='gpu_p2p')
+        self.assertEqual(others, self.update())
+
+    def test_stale_removed_when_topology_changes(self):
+        self.driver._host_gpus = _sixteen_with_nvlink()
+        self.assertEqual(NOVA_TRAITS | {OPERATOR} | ALL_OURS, self.update())
+        self.driver._host_gpus = _host_gpus()
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.update())
+        self.driver._host_gpus = _no_numa_pair()
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+
+    def test_owned_trait_set_by_hand_is_removed(self):
+        # Only the driver decides CUSTOM_GPU_P2P* on the compute node.
+        self.tree.add_traits(NODE, C16, NVLINK)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.update())
+
+    def test_report_traits_false_removes_all_ours_and_only_ours(self):
+        self.driver._host_gpus = _sixteen_with_nvlink()
+        self.update()
+        self.conf.config(report_traits=False, group='gpu_p2p')
+        self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
+        self.assertEqual(set(), self.driver.p2p_traits())
+
+    def test_report_traits_false_on_a_fresh_tree(self):
+        self.conf.config(report_traits=False, group='gpu_p2p')
+        self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
+
+    def test_discovery_error_reports_none(self):
+        self.update()
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=model.HostTopology(functions={}),
+            cliques=cliques.Cliques(groups=(), ids={}),
+            error='no such file: /sys/bus/pci/devices')
+        self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
+
+    def test_error_wins_over_a_topology(self):
+        good = _sixteen_with_nvlink()
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=good.topology, cliques=good.cliques, error='boom')
+        self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
+
+    def test_numa_trait_needs_libvirt_9(self):
+        self.libvirt.return_value = (8, 10, 0)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+
+    def test_numa_trait_needs_qemu_7_2(self):
+        self.qemu.return_value = (7, 1, 0)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+
+    def test_numa_trait_with_backports(self):
+        self.libvirt.return_value = (11, 3, 0)
+        self.qemu.return_value = (10, 0, 0)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+                         self.update())
+
+    def test_numa_trait_follows_versions(self):
+        self.libvirt.return_value = (8, 0, 0)
+        self.assertNotIn(NUMA, self.update())
+        self.libvirt.return_value = (9, 0, 0)
+        self.assertIn(NUMA, self.update())
+        self.qemu.return_value = (6, 2, 0)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+
+    def test_numa_trait_needs_a_gpu_numa_node(self):
+        self.driver._host_gpus = _no_numa_pair()
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+
+    def test_nova_traits_removed_by_nova_are_not_readded(self):
+        # What Nova itself removes stays removed: we only touch ours.
+        self.tree.add_traits(NODE, 'COMPUTE_TRUSTED_CERTS')
+        self.nova.side_effect = lambda tree, node, allocations=None: (
+            tree.remove_traits(node, 'COMPUTE_TRUSTED_CERTS'))
+        self.assertEqual({OPERATOR, P2P, C2, NUMA}, self.update())
+
+    def test_device_traits_not_checked_without_report_in_placement(self):
+        check = self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_check_device_traits')).mock
+        log = self.useFixture(fixtures.FakeLogger(
+            name='nova_gpu_p2p.driver', level=logging.WARNING))
+        self.add_device(GPU_A)
+        self.add_device(GPU_C, 'CUSTOM_GPU_P2P_CLIQUE_ID_4')
+        self.update()
+        check.assert_not_called()
+        self.assertEqual('', log.output)
+
+    def add_device(self, address, *device_traits):
+        """A GPU's provider, named the way Nova's PCI translator names it."""
+        name = pci_placement_translator.PlacementView(
+            NODE, [])._get_rp_name_for_address(address)
+        self.tree.new_child(name, NODE, uuid=getattr(uuids, name))
+        if device_traits:
+            self.tree.add_traits(name, *device_traits)
+        return name
+
+
+def _warning(address, clique_id):
+    return ('GPU P2P: GPU %s is in clique %d but its placement provider has '
+            'no clique trait: set device_spec = {"address": "%s", "traits": '
+            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d", "gpu_p2p_clique": "%d"}'
+            % (address, clique_id, address, clique_id, clique_id))
+
+
+class TestCheckDeviceTraits(TestUpdateProviderTree):
+    """With [pci] report_in_placement, each GPU's provider is checked."""
+
+    # The TestUpdateProviderTree tests run here too, with the check on.
+
+    def setUp(self):
+        super().setUp()
+        self.conf.config(report_in_placement=True, group='pci')
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='nova_gpu_p2p.driver', level=logging.WARNING))
+
+    def test_device_traits_not_checked_without_report_in_placement(self):
+        self.conf.config(report_in_placement=False, group='pci')
+        super().test_device_traits_not_checked_without_report_in_placement()
+
+    def test_all_right(self):
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_B, 'CUSTOM_GPU_P2P_CLIQUE_ID_0', OPERATOR)
+        self.add_device(GPU_C)
+        self.update()
+        self.assertEqual('', self.log.output)
+
+    def test_no_device_providers(self):
+        self.update()
+        self.assertEqual('', self.log.output)
+
+    def test_missing_trait_logged_once_per_new_problem(self):
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        b = self.add_device(GPU_B)
+        self.update()
+        self.assertEqual(_warning(GPU_B, 0) + '\n', self.log.output)
+        # Unchanged on the next periodic update: not logged again.
+        self.update()
+        self.assertEqual(1, self.log.output.count('GPU P2P:'))
+        # Fixed: nothing new.
+        self.tree.add_traits(b, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.update()
+        self.assertEqual(1, self.log.output.count('GPU P2P:'))
+        # Broken again: logged again.
+        self.tree.remove_traits(b, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.update()
+        self.assertEqual(2, self.log.output.count(_warning(GPU_B, 0)))
+        self.assertEqual(2, self.log.output.count('GPU P2P:'))
+
+    def test_each_problem_its_own_warning(self):
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_1')
+        self.add_device(GPU_B)
+        self.add_device(GPU_C, 'CUSTOM_GPU_P2P_CLIQUE_ID_2')
+        self.update()
+        self.assertEqual(
+            ['GPU P2P: GPU 0000:03:00.0 is in clique 0 but its placement '
+             'provider has CUSTOM_GPU_P2P_CLIQUE_ID_1: set device_spec = '
+             '{"address": "0000:03:00.0", "traits": '
+             '"CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}',
+             _warning(GPU_B, 0),
+             'GPU P2P: GPU 0000:81:00.0 is in no clique but its placement '
+             'provider has CUSTOM_GPU_P2P_CLIQUE_ID_2: remove the clique '
+             'trait and tag from its [pci] device_spec entry'],
+            self.log.output.splitlines())
+
+    def test_new_problem_logged_old_one_not(self):
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_B)
+        self.update()
+        c = self.add_device(GPU_C, 'CUSTOM_GPU_P2P_CLIQUE_ID_2')
+        self.update()
+        self.assertEqual(1, self.log.output.count(_warning(GPU_B, 0)))
+        self.assertEqual(1, self.log.output.count('GPU 0000:81:00.0'))
+        self.tree.remove_traits(c, 'CUSTOM_GPU_P2P_CLIQUE_ID_2')
+        self.update()
+        self.assertEqual(2, len(self.log.output.splitlines()))
+
+    def test_problem_after_topology_change(self):
+        # GPU_C joins clique 1: its provider now lacks a trait.
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_B, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_C)
+        self.update()
+        self.assertEqual('', self.log.output)
+        host = _host_gpus()
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=host.topology,
+            cliques=cliques.Cliques(groups=((GPU_A, GPU_B, GPU_C),),
+                                    ids={GPU_A: 0, GPU_B: 0, GPU_C: 0}))
+        self.update()
+        self.assertEqual(_warning(GPU_C, 0) + '\n', self.log.output)
+
+    def test_nova_names_providers_in_upper_case(self):
+        # Nova's PCI translator names a device's provider
+        # <nodename>_<ADDRESS IN UPPER CASE>: hex digits a-f come out
+        # upper case, and the check must still find it.
+        functions = {a: _gpu(a, 1, 'pci0000:80')
+                     for a in ('0000:8a:00.0', '0000:8b:00.0')}
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=model.HostTopology(functions=functions),
+            cliques=cliques.Cliques(
+                groups=(('0000:8a:00.0', '0000:8b:00.0'),),
+                ids={'0000:8a:00.0': 0, '0000:8b:00.0': 0}))
+        self.assertEqual('host1_0000:8A:00.0', self.add_device(
+            '0000:8a:00.0', 'CUSTOM_GPU_P2P_CLIQUE_ID_0'))
+        self.add_device('0000:8b:00.0')
+        self.update()
+        self.assertEqual(_warning('0000:8b:00.0', 0) + '\n',
+                         self.log.output)
+
+    def test_device_spec_tag_checked(self):
+        """The scheduler's source, the device_spec tag, is checked too."""
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        self.conf.config(group='pci', device_spec=[
+            device_spec.entry(GPU_A, 0).split(' = ', 1)[1],
+            json.dumps({'address': GPU_B, 'gpu_p2p_clique': '1',
+                        'traits': 'CUSTOM_GPU_P2P_CLIQUE_ID_0'}),
+            json.dumps({'address': GPU_C})])
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_B, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_C)
+        self.update()
+        self.assertEqual(
+            ['GPU P2P: GPU 0000:04:00.0 is in clique 0 but its [pci] '
+             'device_spec entry has gpu_p2p_clique "1": set %s'
+             % device_spec.entry(GPU_B, 0)],
+            self.log.output.splitlines())
+
+
+class TestNovaHooksWithProviderTree(testtools.TestCase):
+
+    def test_real_libvirt_driver_accepted(self):
+        nova_hooks.check(libvirt_driver.LibvirtDriver)
+        nova_hooks.check(driver.GPUP2PLibvirtDriver)
+
+    def test_update_provider_tree_is_a_hook(self):
+        self.assertEqual(('provider_tree', 'nodename', 'allocations'),
+                         nova_hooks.HOOKS['update_provider_tree'])
+
+    def test_update_provider_tree_without_allocations_refused(self):
+        class Old:
+            def get_available_resource(self, nodename):
+                pass
+
+            def _get_guest_config(self, instance, network_info, image_meta,
+                                  disk_info, rescue=None,
+                                  block_device_info=None, context=None):
+                pass
+
+            def update_provider_tree(self, provider_tree, nodename):
+                pass
+
+            def check_can_live_migrate_source(self, context, instance,
+                                              dest_check_data,
+                                              block_device_info=None):
+                pass
+
+        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+                                nova_hooks.check, Old)
+        self.assertEqual(
+            'nova-gpu-p2p does not support this Nova release: '
+            'Old.update_provider_tree takes (provider_tree, nodename), '
+            'expected (provider_tree, nodename, allocations). Install a '
+            'nova-gpu-p2p release made for it.', str(exc))
+
+    def test_update_provider_tree_missing_refused(self):
+        class Older:
+            def get_available_resource(self, nodename):
+                pass
+
+            def _get_guest_config(self, instance, network_info, image_meta,
+                                  disk_info):
+                pass
+
+        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+                                nova_hooks.check, Older)
+        self.assertIn('Older.update_provider_tree is missing', str(exc))
+        self.assertNotIn('get_available_resource', str(exc))
+
+    def test_driver_refuses_to_start_on_such_a_nova(self):
+        self.useFixture(config_fixture.Config(nova_conf.CONF))
+        self.useFixture(nova_fixtures.LibvirtFixture())
+
+        def old(self, provider_tree, nodename):
+            pass
+
+        self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, 'update_provider_tree', old))
+        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+                                driver.GPUP2PLibvirtDriver, None)
+        self.assertIn('update_provider_tree takes (provider_tree, nodename)',
+                      str(exc))

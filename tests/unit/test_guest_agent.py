@@ -1,0 +1,695 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The guest agent: descriptions in, NCCL topology files out.
+
+Descriptions come from the driver's own code (plan.decide and
+topology_description.describe) on the corpus hosts and on the hand-made
+host of test_guest_plan; the guest's sysfs is the tree firmware gives
+such a guest (fixtures/guest_sysfs.py). Each pair's class in the file is
+read the way NCCL's ncclTopoSetPaths computes it.
+"""
+
+import ast
+import base64
+import configparser
+import contextlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from unittest import mock
+from xml.etree import ElementTree
+
+import fixtures
+import testtools
+import yaml
+
+from harness import nccl_paths
+from nova_gpu_p2p.guest import devices
+from nova_gpu_p2p.guest import plan
+from nova_gpu_p2p.guest import topology_description as td
+from nova_gpu_p2p import guest_agent as agent
+from nova_gpu_p2p.topology import discovery
+from tests.fixtures import guest_sysfs
+from tests.fixtures import hosts
+from tests.unit import test_corpus
+from tests.unit import test_guest_plan as tgp
+
+PYTHON38 = '/root/.pyenv/versions/3.8.18/bin/python3.8'
+SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(
+    agent.__file__)))
+INTEL_CPUINFO = ('processor\t: 0\nvendor_id\t: GenuineIntel\n'
+                 'cpu family\t: 6\nmodel\t\t: 143\n'
+                 'model name\t: Intel(R) Xeon(R) Platinum 8480+\n\n'
+                 'processor\t: 1\nvendor_id\t: GenuineIntel\n')
+
+
+def plan_description(host, addresses, numa='preferred'):
+    """The description the driver gives a guest of ``addresses``."""
+    nodes = sorted({n.id for n in host.topology.numa_nodes})
+    guest = tgp.facts(host_node_of_cell=tuple(nodes),
+                      used_pci_indexes=frozenset({0}), phys_bits=52)
+    result = plan.decide(
+        tgp.request(clique='auto', numa=numa),
+        [devices.describe(a, host.topology) for a in addresses],
+        host, guest, plan.Options())
+    if result.guest_topology is None:
+        return None
+    return td.decode(result.guest_topology)
+
+
+def corpus_description(name, partial=False):
+    host = discovery.evaluate(test_corpus.discover(name),
+                              test_corpus.make_conf())
+    functions = host.topology.functions.values()
+    gpus = sorted(f.address for f in functions if f.is_gpu)
+    nics = sorted(f.address for f in functions
+                  if f.is_nic and f.address.endswith('.0'))
+    return plan_description(host, gpus[:2] if partial else gpus + nics)
+
+
+def hand_made_description():
+    return plan_description(tgp.host_gpus(),
+                            (tgp.GPU_A, tgp.GPU_B, tgp.GPU_C, tgp.NIC),
+                            numa='required')
+
+
+def nccl_classes(description, addresses, sysfs_root, xml_text):
+    """``{(busid, busid): class}`` NCCL gives GPU-GPU and GPU-NIC pairs.
+
+    NCCL's own rules (:mod:`harness.nccl_paths`), on the
+    guest's sysfs with the agent's file loaded first.
+    """
+    roles = [d['role'] for d in description['devices']]
+    found = nccl_paths.pair_types(
+        [a for a, r in zip(addresses, roles) if r == 'gpu'],
+        [a for a, r in zip(addresses, roles) if r == 'nic'],
+        sysfs_root=sysfs_root, topo_xml=xml_text)
+    return {tuple(sorted(pair)): cls for pair, cls in found.items()}
+
+
+class AgentBase(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.sysfs = os.path.join(self.root, 'sys')
+        self.proc = os.path.join(self.root, 'proc')
+        os.makedirs(self.proc)
+        with open(os.path.join(self.proc, 'cpuinfo'), 'w') as f:
+            f.write(INTEL_CPUINFO)
+        self.output = os.path.join(self.root, 'run', 'nvidia-topologyd',
+                                   'virtualTopology.xml')
+
+    def build(self, description, **kwargs):
+        return guest_sysfs.build(self.sysfs, description, **kwargs)
+
+    def run_agent(self, *argv):
+        """(exit status, stdout, stderr) of the agent's main()."""
+        out, err = io.StringIO(), io.StringIO()
+        argv = ['--sysfs-root', self.sysfs, '--proc-root', self.proc,
+                '--output', self.output] + list(argv)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = agent.main(argv)
+        return status, out.getvalue(), err.getvalue()
+
+    def assertFailsWith(self, text, *argv):
+        status, out, err = self.run_agent(*argv)
+        self.assertEqual(2, status, out + err)
+        self.assertEqual(1, len(err.splitlines()), err)
+        self.assertIn(text, err)
+        self.assertNotIn('Traceback', err)
+        self.assertFalse(os.path.exists(self.output))
+        directory = os.path.dirname(self.output)
+        self.assertEqual([], os.listdir(directory)
+                         if os.path.isdir(directory) else [])
+        return err
+
+    def written(self):
+        with open(self.output) as f:
+            return f.read()
+
+
+class TestHandMadeHost(AgentBase):
+    """The hand-made host: the exact file, field by field."""
+
+    def test_exact_file(self):
+        description = hand_made_description()
+        addresses = self.build(description)
+        status, out, err = self.run_agent()
+        self.assertEqual(0, status, err)
+        self.assertEqual('', err)
+        self.assertEqual('wrote the NCCL topology of 3 GPUs and 1 NIC to '
+                         '%s\n' % self.output, out)
+        # Node 0's expander bus 253 (fd): buses fe and ff below it; node
+        # 1's 250 (fa): fb and fc.
+        self.assertEqual(['0000:fe:00.0', '0000:ff:00.0', '0000:fb:00.0',
+                          '0000:fc:00.0'], addresses)
+        cpu = ('arch="x86_64" vendor="GenuineIntel" familyid="6" '
+               'modelid="143"')
+        gpu = ('class="0x030200" vendor="0x10de" device="0x2330" '
+               'subsystem_vendor="0x10de" subsystem_device="0x16c1"')
+        self.assertEqual(
+            '<system version="1" name="nova-gpu-p2p">\n'
+            '  <cpu numaid="0" affinity="0f" %s>\n'
+            # The host switch reports no link: NCCL's own defaults apply.
+            '    <pci busid="ffff:00:00.0" class="0x060400">\n'
+            '      <pci busid="0000:fe:00.0" %s/>\n'
+            '      <pci busid="0000:ff:00.0" %s/>\n'
+            '    </pci>\n'
+            '  </cpu>\n'
+            '  <cpu numaid="1" affinity="f0" %s>\n'
+            '    <pci busid="0000:fb:00.0" %s/>\n'
+            '    <pci busid="0000:fc:00.0" class="0x020000" '
+            'vendor="0x15b3" device="0x1021" subsystem_vendor="0x15b3" '
+            'subsystem_device="0x0041"/>\n'
+            '  </cpu>\n'
+            '</system>\n' % (cpu, gpu, gpu, cpu, gpu),
+            self.written())
+
+    def test_classes_are_the_hosts(self):
+        description = hand_made_description()
+        addresses = self.build(description)
+        self.assertEqual(0, self.run_agent()[0])
+        self.assertEqual(
+            {('0000:fe:00.0', '0000:ff:00.0'): 'PIX',
+             ('0000:fb:00.0', '0000:fe:00.0'): 'SYS',
+             ('0000:fb:00.0', '0000:ff:00.0'): 'SYS',
+             ('0000:fc:00.0', '0000:fe:00.0'): 'SYS',
+             ('0000:fc:00.0', '0000:ff:00.0'): 'SYS',
+             ('0000:fb:00.0', '0000:fc:00.0'): 'PHB'},
+            nccl_classes(description, addresses, self.sysfs,
+                         self.written()))
+
+    def test_output_to_stdout(self):
+        self.build(hand_made_description())
+        status, out, err = self.run_agent('--output', '-')
+        self.assertEqual(0, status, err)
+        self.assertTrue(out.startswith('<system version="1"'))
+        self.assertEqual('', err)
+        self.assertFalse(os.path.exists(self.output))
+
+    def test_env(self):
+        self.build(hand_made_description())
+        status, out, err = self.run_agent('--env')
+        self.assertEqual(0, status, err)
+        # GPU_A-GPU_B (PIX on the host) are PHB in the plain guest, the
+        # other GPU pairs SYS; GPU_C and the NIC are PHB on the host: no
+        # GPUDirect RDMA to give.
+        self.assertEqual(['NCCL_TOPO_FILE=%s' % self.output,
+                          '# or, without the topology file: '
+                          'NCCL_P2P_LEVEL=PHB'], out.splitlines())
+        self.assertFalse(os.path.exists(self.output))
+
+    def test_env_to_stdout_output(self):
+        self.build(hand_made_description())
+        status, out, _ = self.run_agent('--env', '--output', '-')
+        self.assertEqual(0, status)
+        self.assertNotIn('NCCL_TOPO_FILE', out)
+
+    def test_fw_cfg_file(self):
+        description = hand_made_description()
+        self.build(description, fw_cfg=False)
+        entry = os.path.join(self.root, 'entry')
+        with open(entry, 'w') as f:
+            f.write(td.encode(description) + '\n')
+        status, _, err = self.run_agent('--fw-cfg', entry)
+        self.assertEqual(0, status, err)
+        self.assertIn('0000:fe:00.0', self.written())
+
+    def test_fw_cfg_file_missing(self):
+        entry = os.path.join(self.root, 'entry')
+        self.assertFailsWith('cannot read %s: no such file' % entry,
+                             '--fw-cfg', entry)
+
+
+@hosts.add_host_tests
+class TestCorpusHosts(AgentBase):
+    """On every corpus host, NCCL's class of each pair is the host's."""
+
+    def check(self, description):
+        addresses = self.build(description)
+        status, _, err = self.run_agent()
+        self.assertEqual(0, status, err)
+        self.assertEqual('', err)
+        text = self.written()
+        classes = nccl_classes(description, addresses, self.sysfs, text)
+        roles = [d['role'] for d in description['devices']]
+        found = {}
+        for i, j, host_class in description['pairs']:
+            if host_class == 'NV' or 'gpu' not in (roles[i], roles[j]) or (
+                    {roles[i], roles[j]} - {'gpu', 'nic'}):
+                continue
+            pair = tuple(sorted((addresses[i], addresses[j])))
+            found[pair] = (agent.NCCL_OF_HOST[host_class], classes[pair])
+        self.assertEqual({p: want for p, (want, _) in found.items()},
+                         {p: got for p, (_, got) in found.items()})
+        self.assertTrue(found)
+        self.assertLessEqual(set(found), set(classes))
+        # Each device once, with its guest address and the host's link.
+        tree = ElementTree.fromstring(text)
+        leaves = {e.get('busid'): e for e in tree.iter('pci') if not len(e)}
+        self.assertEqual(sorted(addresses), sorted(leaves))
+        for address, device in zip(addresses, description['devices']):
+            self.assertEqual(device['link_speed'],
+                             leaves[address].get('link_speed'))
+            self.assertEqual(device['class'], leaves[address].get('class'))
+        self.assertEqual(
+            sorted({str(d['numa_node']) for d in description['devices']}),
+            sorted(c.get('numaid') for c in tree.findall('cpu')))
+        for element in tree.iter('pci'):
+            if len(element):
+                self.assertTrue(element.get('busid').startswith('ffff:'))
+        return classes
+
+    def check_host(self, name):
+        """The whole host, and a partial-host guest of two GPUs."""
+        described = [d for d in (corpus_description(name, partial)
+                                 for partial in (False, True))
+                     if d is not None]
+        self.assertTrue(described or name == 'gpu-on-cpuless-node')
+        for number, description in enumerate(described):
+            self.sysfs = os.path.join(self.root, 'sys%d' % number)
+            self.output = os.path.join(self.root, 'out%d.xml' % number)
+            self.check(description)
+
+    def test_two_switch_levels_are_pxb(self):
+        classes = self.check(corpus_description('pcie-2level-switch-pxb'))
+        self.assertEqual({'PIX', 'PXB', 'PHB'}, set(classes.values()))
+
+    def test_acs_redirect_hangs_the_device_off_the_cpu(self):
+        description = corpus_description('acs-redirect-switch')
+        self.assertEqual([['s0']] * 4,
+                         [d['switches'] for d in description['devices']])
+        classes = self.check(description)
+        self.assertEqual(['PHB'] * 5 + ['PIX'], sorted(classes.values()))
+
+    def test_sixteen_gpus_eight_nics(self):
+        description = corpus_description('large-16gpu-8numa')
+        self.assertEqual(24, len(description['devices']))
+        classes = self.check(description)
+        self.assertIn('PIX', classes.values())
+
+
+class TestRefusals(AgentBase):
+
+    def setUp(self):
+        super().setUp()
+        self.description = hand_made_description()
+
+    def build_entry(self, entry):
+        self.build(self.description, entry=entry)
+
+    def test_no_entry(self):
+        self.build(self.description, fw_cfg=False)
+        for extra in ((), ('--env',), ('--output', '-')):
+            status, out, err = self.run_agent(*extra)
+            self.assertEqual(0, status)
+            self.assertEqual(agent.NO_TOPOLOGY + '\n', (out + err))
+            self.assertFalse(os.path.exists(self.output))
+
+    def test_no_fw_cfg_directory(self):
+        status, out, _ = self.run_agent()
+        self.assertEqual((0, agent.NO_TOPOLOGY + '\n'), (status, out))
+
+    def test_not_base64(self):
+        self.build_entry('{"version": 1}')
+        self.assertFailsWith('bad topology description: not base64')
+
+    def test_not_json(self):
+        self.build_entry(base64.b64encode(b'version: 1').decode())
+        self.assertFailsWith('bad topology description: not JSON')
+
+    def test_unknown_version(self):
+        self.description['version'] = 2
+        self.build(self.description)
+        self.assertFailsWith('the topology description is version 2; this '
+                             'agent knows version 1 only')
+
+    def test_bad_fields(self):
+        for number, (change, message) in enumerate((
+                (lambda d: d['devices'][1].update(slot=40), 'device 1: '
+                 '"slot" must be an integer from 0 to 31'),
+                (lambda d: d['devices'][0].update(switches=['s9']),
+                 'device 0: "switches" must list IDs'),
+                (lambda d: d['pairs'].append([0, 9, 'PIX']), 'pair [0, 9, '),
+                (lambda d: d['pairs'].append([0, 1, 'CLOSE']), 'pair [0, '),
+                (lambda d: d.update(devices=[]), '"devices" must be a list'),
+                (lambda d: d['devices'][0].update(vendor='nvidia'),
+                 '"vendor" must be a hex string'),
+                (lambda d: d['switches']['s0'].update(link_speed='"<x>'),
+                 'switch s0: "link_speed"'),
+                (lambda d: d['devices'].append(dict(d['devices'][0])),
+                 'a second device on expander bus'))):
+            description = json.loads(json.dumps(self.description))
+            change(description)
+            self.sysfs = os.path.join(self.root, 'sys-%d' % number)
+            self.build_entry(base64.b64encode(json.dumps(
+                description).encode()).decode())
+            self.assertFailsWith(message)
+
+    def device_directory(self, index):
+        """The guest sysfs directory of described device ``index``."""
+        addresses = self.build(self.description)
+        device = self.description['devices'][index]
+        bus = device['bus_nr']
+        return os.path.join(self.sysfs, 'devices', 'pci0000:%02x' % bus,
+                            '0000:%02x:%02x.0' % (bus, device['slot']),
+                            addresses[index])
+
+    def test_vendor_and_class_mismatch(self):
+        for index, name, value, message in (
+                (2, 'vendor', '0x1002', 'device 2 (gpu on expander bus 250 '
+                 'slot 0): 0000:fb:00.0 has vendor 0x1002, the description '
+                 'says 0x10de'),
+                (3, 'class', '0x010802', 'device 3 (nic on expander bus 250 '
+                 'slot 1): 0000:fc:00.0 has class 0x010802')):
+            self.sysfs = os.path.join(self.root, name)
+            with open(os.path.join(self.device_directory(index), name),
+                      'w') as f:
+                f.write(value + '\n')
+            self.assertFailsWith(message)
+
+    def test_missing_device(self):
+        os.rename(self.device_directory(2), os.path.join(self.root, 'gone'))
+        self.assertFailsWith('device 2 (gpu on expander bus 250 slot 0) not '
+                             'found: nothing below root port')
+
+    def test_missing_root_port(self):
+        self.description['devices'][0]['bus_nr'] = 200
+        self.build(self.description)
+        os.rename(os.path.join(self.sysfs, 'devices', 'pci0000:c8'),
+                  os.path.join(self.root, 'gone'))
+        self.assertFailsWith('device 0 (gpu on expander bus 200 slot 0) not '
+                             'found: the guest has no root port')
+
+    def test_failed_write_leaves_nothing(self):
+        self.build(self.description)
+        with mock.patch.object(agent.os, 'replace',
+                               side_effect=OSError(28, 'No space left')):
+            self.assertFailsWith('cannot write %s: No space left'
+                                 % self.output)
+
+    def test_failed_write_keeps_the_old_file(self):
+        self.build(self.description)
+        os.makedirs(os.path.dirname(self.output))
+        with open(self.output, 'w') as f:
+            f.write('old')
+        with mock.patch.object(agent.os, 'fsync', side_effect=OSError(
+                5, 'Input/output error')):
+            status, _, err = self.run_agent()
+        self.assertEqual(2, status)
+        self.assertIn('Input/output error', err)
+        self.assertEqual(['virtualTopology.xml'],
+                         os.listdir(os.path.dirname(self.output)))
+        self.assertEqual('old', self.written())
+
+    def test_unexpected_error_is_one_line(self):
+        self.build(self.description)
+        with mock.patch.object(agent, 'render', side_effect=KeyError('x')):
+            self.assertFailsWith('unexpected error: KeyError')
+
+    def test_usage_error_exits_2(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            raised = self.assertRaises(SystemExit, agent.main, ['--bogus'])
+        self.assertEqual(2, raised.code)
+
+
+class TestTree(testtools.TestCase):
+
+    def description(self, switches, pairs, nodes=None):
+        count = len(switches)
+        return {'version': 1, 'switches': {
+            s: {'link_speed': None, 'link_width': None}
+            for chain in switches for s in chain},
+            'devices': [{'bus_nr': 254, 'slot': i, 'role': 'gpu',
+                         'numa_node': (nodes or [0] * count)[i],
+                         'switches': chain}
+                        for i, chain in enumerate(switches)],
+            'pairs': pairs}
+
+    def test_cut_below_the_redirecting_level(self):
+        """ACS above one of two sub-switches: cut that sub-switch off."""
+        tree = agent.Tree(self.description(
+            [['s0', 's1'], ['s0', 's1'], ['s0', 's2'], ['s0', 's2']],
+            [[0, 1, 'PIX'], [0, 2, 'PHB'], [0, 3, 'PHB'], [1, 2, 'PHB'],
+             [1, 3, 'PHB'], [2, 3, 'PIX']]))
+        self.assertEqual([], tree.reconcile())
+        self.assertEqual(['PIX', 'PHB', 'PHB', 'PHB', 'PHB', 'PIX'],
+                         [tree.nccl_class(i, j) for i, j in (
+                             (0, 1), (0, 2), (0, 3), (1, 2), (1, 3),
+                             (2, 3))])
+
+    def test_what_cannot_be_shown_is_returned(self):
+        tree = agent.Tree(self.description(
+            [[], []], [[0, 1, 'SYS']]))
+        self.assertEqual([(0, 1, 'SYS', 'PHB')], tree.reconcile())
+
+    def test_nv_and_node(self):
+        tree = agent.Tree(self.description(
+            [[], [], []], [[0, 1, 'NV'], [0, 2, 'NODE'], [1, 2, 'PHB']]))
+        self.assertEqual([], tree.reconcile())
+        self.assertEqual({(0, 2): 'PHB', (1, 2): 'PHB'}, tree.expected)
+
+    def test_unlike_pairs_noted(self):
+        description = hand_made_description()
+        description['pairs'] = [[0, 2, 'PHB']] + [
+            p for p in description['pairs'] if p[:2] != [0, 2]]
+        root = self.useFixture(fixtures.TempDir()).path
+        guest_sysfs.build(root, description)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(
+                io.StringIO()):
+            status = agent.main(['--sysfs-root', root, '--output', '-'])
+        self.assertEqual(0, status)
+        self.assertEqual('note: NCCL sees SYS between 0000:fe:00.0 and '
+                         '0000:fb:00.0, the host PHB\n', err.getvalue())
+
+
+class TestEnvLevels(testtools.TestCase):
+
+    def test_no_level_when_the_host_mixes(self):
+        description = corpus_description('acs-redirect-switch')
+        self.assertIsNone(agent.level_for(description, ('gpu', 'gpu')))
+        self.assertIn('# NCCL_P2P_LEVEL: no level alone gives the host\'s '
+                      'choices; use the topology file',
+                      agent.env_lines(description, '/x'))
+
+    def test_gdr_level(self):
+        description = corpus_description('large-16gpu-8numa')
+        # Each GPU pair and its NIC share a switch, on one of 8 nodes:
+        # PHB would also allow GPU-NIC pairs of one node that the host
+        # keeps apart, if there were any; here there are none.
+        self.assertEqual('PHB', agent.level_for(description, ('gpu', 'nic')))
+
+    def test_default_needs_no_line(self):
+        description = corpus_description('four-numa-7gpu')
+        self.assertEqual(['NCCL_TOPO_FILE=/x'],
+                         agent.env_lines(description, '/x'))
+
+
+class TestCpuAndModule(testtools.TestCase):
+
+    def cpu_type(self, text):
+        root = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(root, 'cpuinfo'), 'w') as f:
+            f.write(text)
+        return agent.cpu_type(root)
+
+    def test_cpu_types(self):
+        self.assertEqual(
+            [('arch', 'x86_64'), ('vendor', 'GenuineIntel'),
+             ('familyid', '6'), ('modelid', '143')],
+            self.cpu_type(INTEL_CPUINFO))
+        # Zen 4 (family 0x19): NCCL's base + (extended << 4), 0xf + 0xa0.
+        self.assertEqual(
+            [('arch', 'x86_64'), ('vendor', 'AuthenticAMD'),
+             ('familyid', '175'), ('modelid', '17')],
+            self.cpu_type('vendor_id\t: AuthenticAMD\ncpu family\t: 25\n'
+                          'model\t\t: 17\n'))
+        self.assertEqual([('arch', 'arm64')], self.cpu_type(
+            'processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n'))
+        self.assertEqual([('arch', 'ppc64')],
+                         self.cpu_type('processor\t: 0\ncpu\t\t: POWER9\n'))
+        self.assertEqual([], self.cpu_type(''))
+
+    def test_module_loaded_only_for_the_real_sys(self):
+        calls = []
+        with mock.patch.object(agent.os.path, 'isdir', return_value=False):
+            agent.read_entry('/sys', None, load=calls.append)
+            agent.read_entry('/elsewhere', None, load=calls.append)
+        self.assertEqual(['/sys/firmware/qemu_fw_cfg'], calls)
+
+    def test_modprobe_fails(self):
+        failed = subprocess.CompletedProcess(
+            [], 1, stderr='modprobe: FATAL: Module qemu_fw_cfg not found in '
+                          'directory /lib/modules/6.1.0\n')
+        with mock.patch.object(agent.shutil, 'which',
+                               return_value='/sbin/modprobe'), \
+                mock.patch.object(agent.subprocess, 'run',
+                                  return_value=failed):
+            error = self.assertRaises(agent.Problem, agent.load_module,
+                                      '/sys/firmware/qemu_fw_cfg')
+        self.assertEqual(
+            'cannot read fw_cfg: /sys/firmware/qemu_fw_cfg is absent and '
+            '"modprobe qemu_fw_cfg" failed (modprobe: FATAL: Module '
+            'qemu_fw_cfg not found in directory /lib/modules/6.1.0); load '
+            'the qemu_fw_cfg kernel module (CONFIG_FW_CFG_SYSFS) or give '
+            '--fw-cfg FILE', str(error))
+        with mock.patch.object(agent.shutil, 'which', return_value=None):
+            error = self.assertRaises(agent.Problem, agent.load_module, '/x')
+        self.assertIn('(modprobe not found)', str(error))
+
+    def test_modprobe_works_without_a_device(self):
+        """Not a QEMU guest: the module loads, no directory, no entry."""
+        done = subprocess.CompletedProcess([], 0, stderr='')
+        with mock.patch.object(agent.shutil, 'which',
+                               return_value='/sbin/modprobe'), \
+                mock.patch.object(agent.subprocess, 'run',
+                                  return_value=done) as run, \
+                mock.patch.object(agent.time, 'sleep'):
+            self.assertIsNone(agent.load_module('/nonexistent'))
+        self.assertEqual(['/sbin/modprobe', 'qemu_fw_cfg'],
+                         run.call_args[0][0])
+
+
+class TestStandalone(testtools.TestCase):
+    """Standard library only, Python 3.8: what a guest image has."""
+
+    def test_imports_standard_library_only(self):
+        with open(agent.__file__, encoding='utf-8') as f:
+            tree = ast.parse(f.read())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported.update(a.name.split('.')[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                self.assertEqual(0, node.level)
+                imported.add(node.module.split('.')[0])
+        self.assertEqual(set(), imported - set(sys.stdlib_module_names)
+                         - {'__future__'})
+        self.assertIn('__future__', imported)
+
+    def test_package_init_is_empty(self):
+        init = os.path.join(SOURCE_ROOT, 'nova_gpu_p2p', '__init__.py')
+        with open(init, encoding='utf-8') as f:
+            self.assertEqual([], [line for line in f.read().splitlines()
+                                  if line.strip()
+                                  and not line.startswith('#')])
+
+    def python38(self, *argv, **kwargs):
+        if not os.path.exists(PYTHON38):
+            self.skipTest('no Python 3.8 at %s' % PYTHON38)
+        return subprocess.run(
+            [PYTHON38, '-m', 'nova_gpu_p2p.guest_agent'] + list(argv),
+            cwd=SOURCE_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            universal_newlines=True, timeout=60,
+            env={'PATH': os.environ.get('PATH', ''),
+                 'PYTHONDONTWRITEBYTECODE': '1'}, **kwargs)
+
+    def test_help_under_python38(self):
+        result = self.python38('--help')
+        self.assertEqual(0, result.returncode, result.stderr)
+        for option in ('--sysfs-root', '--fw-cfg', '--output', '--env',
+                       '--proc-root'):
+            self.assertIn(option, result.stdout)
+
+    def test_real_run_under_python38(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        description = corpus_description('pcie-2level-switch-pxb')
+        guest_sysfs.build(os.path.join(root, 'sys'), description)
+        output = os.path.join(root, 'run', 'virtualTopology.xml')
+        result = self.python38('--sysfs-root', os.path.join(root, 'sys'),
+                               '--output', output)
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual('', result.stderr)
+        with open(output) as f:
+            self.assertIn('<pci busid="ffff:00:01.0" class="0x060400"',
+                          f.read())
+        bad = self.python38('--fw-cfg', '/nonexistent')
+        self.assertEqual((2, 'nova-gpu-p2p-guest: cannot read /nonexistent: '
+                          'no such file\n'), (bad.returncode, bad.stderr))
+
+
+class TestShippedFiles(testtools.TestCase):
+    """The systemd unit, the cloud-init snippet and the docs agree."""
+
+    def setUp(self):
+        super().setUp()
+        self.etc = os.path.join(SOURCE_ROOT, 'etc', 'nova-gpu-p2p-guest')
+        if not os.path.isdir(self.etc):
+            self.skipTest('no etc/ next to the package (installed without '
+                          'its source tree)')
+
+    def read(self, *path):
+        with open(os.path.join(SOURCE_ROOT, *path), encoding='utf-8') as f:
+            return f.read()
+
+    def test_unit(self):
+        unit = configparser.ConfigParser(strict=False, interpolation=None)
+        unit.optionxform = str
+        unit.read_string(self.read(
+            'etc', 'nova-gpu-p2p-guest', 'nova-gpu-p2p-guest.service'))
+        self.assertEqual('oneshot', unit['Service']['Type'])
+        self.assertEqual('/usr/bin/python3 -m nova_gpu_p2p.guest_agent',
+                         unit['Service']['ExecStart'])
+        self.assertIn('systemd-modules-load.service', unit['Unit']['After'])
+        self.assertIn('multi-user.target', unit['Unit']['Before'])
+        self.assertEqual('multi-user.target', unit['Install']['WantedBy'])
+
+    def test_cloud_init_installs_the_same_unit(self):
+        config = yaml.safe_load(self.read(
+            'etc', 'nova-gpu-p2p-guest', 'cloud-init.yaml'))
+        self.assertEqual(
+            [self.read('etc', 'nova-gpu-p2p-guest',
+                       'nova-gpu-p2p-guest.service')],
+            [f['content'] for f in config['write_files']
+             if f['path'] == '/etc/systemd/system/'
+                             'nova-gpu-p2p-guest.service'])
+        install = config['runcmd'][0]
+        self.assertEqual(['python3', '-m', 'pip', 'install', '--no-deps'],
+                         install[:5])
+        # The package is not on PyPI: the operator's wheel, and the
+        # header says where to put its URL.
+        self.assertEqual('WHEEL_URL', install[-1])
+        self.assertIn('Replace WHEEL_URL', self.read(
+            'etc', 'nova-gpu-p2p-guest', 'cloud-init.yaml'))
+        self.assertEqual(['systemctl', 'enable', '--now',
+                          'nova-gpu-p2p-guest.service'], config['runcmd'][-1])
+
+    def test_documented_options_exist(self):
+        options = set(agent.build_parser()._option_string_actions)
+        found = []
+        for name in ('cli.rst', 'tenant-guide.rst', 'install.rst'):
+            for number, line in enumerate(self.read(
+                    'doc', 'source', name).splitlines(), 1):
+                if 'nova-gpu-p2p-guest ' not in line:
+                    continue
+                rest = line.split('nova-gpu-p2p-guest ', 1)[1]
+                found.extend('%s:%d: %s' % (name, number, flag)
+                             for flag in re.findall(r'--[a-z][a-z-]*', rest)
+                             if flag not in options)
+        self.assertEqual([], found)
+
+
+class TestContract(testtools.TestCase):
+    """The agent keeps its own copy of the driver's names (stdlib only)."""
+
+    def test_same_entry_and_version_as_the_driver(self):
+        self.assertEqual(td.ENTRY_NAME, agent.ENTRY_NAME)
+        self.assertEqual(td.FORMAT_VERSION, agent.FORMAT_VERSION)
