@@ -66,7 +66,7 @@ def run(method: str, cloud: str = 'demo_cloud.HGXCloud',
     """Run ``HGXCloud(method)``; what it hands to its sink, in order.
 
     ``cloud`` names another test case class with a ``sink``, as
-    ``module.Class`` under ``tests.functional``.
+    ``module.Class`` under ``harness``.
     ``attributes`` are set on the test case first (rounds, number, goal).
     Raises CloudFailed, with the traceback and the tail of Nova's output,
     when the method fails, for example when the server does not go ACTIVE.
@@ -75,7 +75,7 @@ def run(method: str, cloud: str = 'demo_cloud.HGXCloud',
     with quiet() as log:
         module, _, name = cloud.rpartition('.')
         case = getattr(importlib.import_module(
-            'tests.functional.' + module), name)(method)
+            'harness.' + module), name)(method)
         case.sink = found.append
         for name, value in attributes.items():
             setattr(case, name, value)

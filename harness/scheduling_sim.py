@@ -27,7 +27,7 @@ What is modelled:
 * **A host** is its GPUs in PCI address order, each with its host clique
   ID, and its compute node traits. :func:`corpus_host` gets both from the
   real code path: the corpus host's sysfs tree (``sysfs_builder``),
-  discovery and :func:`nova_gpu_p2p.topology.cliques.assign` at the
+  discovery and :func:`nova_gpu_p2p.topology.host_cliques.assign` at the
   chosen ``[gpu_p2p] p2p_level`` (ACS routed), and
   :func:`nova_gpu_p2p.traits.p2p_traits`.
 * **A boot** of N GPUs asks, for N >= 2, for the compute node trait
@@ -90,8 +90,8 @@ from oslo_config import cfg
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.scheduler import clique_fit
-from nova_gpu_p2p.topology import cliques as cliques_mod
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import host_cliques as cliques_mod
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs

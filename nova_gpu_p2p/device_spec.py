@@ -39,7 +39,7 @@ import json
 import types
 import warnings
 
-from nova_gpu_p2p.topology import cliques as host_cliques
+from nova_gpu_p2p.topology import host_cliques as host_cliques
 from nova_gpu_p2p import traits
 
 #: The device_spec tag (and so PCI pool key) holding a GPU's clique ID.

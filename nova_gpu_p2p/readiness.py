@@ -35,7 +35,7 @@ import subprocess
 
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p.guest import plan
-from nova_gpu_p2p.topology import cliques as cliques_mod
+from nova_gpu_p2p.topology import host_cliques as cliques_mod
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs

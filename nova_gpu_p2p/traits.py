@@ -20,7 +20,7 @@ someone else. :func:`clique_id_trait` names the trait that marks a GPU's
 own provider with its clique when PCI devices are tracked in placement.
 """
 
-from nova_gpu_p2p.topology import cliques as cliques_mod
+from nova_gpu_p2p.topology import host_cliques as cliques_mod
 from nova_gpu_p2p.topology import model
 
 GPU_P2P = 'CUSTOM_GPU_P2P'

@@ -36,9 +36,9 @@ import dataclasses
 from oslo_config import cfg
 
 from nova_gpu_p2p import extra_specs
-from nova_gpu_p2p.guest import cliques
 from nova_gpu_p2p.guest import devices as devices_mod
 from nova_gpu_p2p.guest import expander_buses
+from nova_gpu_p2p.guest import instance_cliques
 from nova_gpu_p2p.guest import numa_distances
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.guest import topology_description
@@ -248,9 +248,10 @@ class _Decision:
                          'alias at NVIDIA GPUs' % key, required,
                          reschedule=False)
             return {}
-        result = cliques.plan(request, gpus, self.host.cliques,
-                              _link_name(self.host, self.options.acs_policy),
-                              self.options.p2p_level)
+        result = instance_cliques.plan(
+            request, gpus, self.host.cliques,
+            _link_name(self.host, self.options.acs_policy),
+            self.options.p2p_level)
         if result.refusal:
             # Existing servers keep the cliques the host still has.
             self.problem(

@@ -25,7 +25,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_gpu_p2p.topology import backends
-from nova_gpu_p2p.topology import cliques as cliques_mod
+from nova_gpu_p2p.topology import host_cliques as cliques_mod
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 

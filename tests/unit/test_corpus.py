@@ -34,7 +34,7 @@ import testtools
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import conf
 from nova_gpu_p2p.topology import capture
-from nova_gpu_p2p.topology import cliques
+from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs

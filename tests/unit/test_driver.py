@@ -35,8 +35,8 @@ from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import driver
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p import nova_hooks
-from nova_gpu_p2p.topology import cliques
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 from tests.unit import test_corpus

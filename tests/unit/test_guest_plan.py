@@ -33,8 +33,8 @@ from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import expander_buses
 from nova_gpu_p2p.guest import plan
-from nova_gpu_p2p.topology import cliques as host_cliques
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import host_cliques as host_cliques
 from nova_gpu_p2p.topology import model
 from tests.unit import test_corpus
 

@@ -14,7 +14,7 @@
 
 import testtools
 
-from nova_gpu_p2p.topology import cliques
+from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
 

@@ -35,8 +35,8 @@ import testtools
 
 from nova_gpu_p2p import driver
 from nova_gpu_p2p import native_thread
-from nova_gpu_p2p.topology import cliques
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import model
 import tests
 

@@ -26,7 +26,7 @@ from unittest import mock
 
 import testtools
 
-from nova_gpu_p2p.topology import cliques
+from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import nvml
 from nova_gpu_p2p.topology import sysfs

@@ -31,7 +31,7 @@ import testtools
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import readiness as r
-from nova_gpu_p2p.topology import cliques as cliques_mod
+from nova_gpu_p2p.topology import host_cliques as cliques_mod
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs

@@ -21,7 +21,7 @@ import testtools
 
 from nova_gpu_p2p import conf
 from nova_gpu_p2p.topology import backends
-from nova_gpu_p2p.topology import cliques
+from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import static

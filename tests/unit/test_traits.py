@@ -16,7 +16,7 @@
 
 import testtools
 
-from nova_gpu_p2p.topology import cliques
+from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 

@@ -12,7 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The per-instance clique rule of nova_gpu_p2p.guest.cliques.
+"""The per-instance clique rule of nova_gpu_p2p.guest.instance_cliques.
 
 Host groupings are written by hand as topology.cliques.Cliques values;
 the expected IDs and messages follow the module docstring.
@@ -21,8 +21,8 @@ the expected IDs and messages follow the module docstring.
 import testtools
 
 from nova_gpu_p2p import extra_specs
-from nova_gpu_p2p.guest import cliques
-from nova_gpu_p2p.topology import cliques as host_cliques
+from nova_gpu_p2p.guest import instance_cliques as cliques
+from nova_gpu_p2p.topology import host_cliques as host_cliques
 
 A = '0000:03:00.0'
 B = '0000:04:00.0'

@@ -19,7 +19,7 @@ property on anything else):
 
 * ``none``: no GPU gets an ID.
 * ``auto`` and ``required``: the host's groups (see
-  :mod:`nova_gpu_p2p.topology.cliques`) restricted to the GPUs this
+  :mod:`nova_gpu_p2p.topology.host_cliques`) restricted to the GPUs this
   instance got. Each group holding two or more of them gets an ID,
   numbered from 0 in the order of the group's first address, so an
   instance never runs out of the 16 IDs QEMU allows, whatever the host
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import dataclasses
 
 from nova_gpu_p2p import extra_specs
-from nova_gpu_p2p.topology import cliques as host_cliques
+from nova_gpu_p2p.topology import host_cliques as host_cliques
 
 #: (address, address) -> link class name, for messages only.
 LinkName = Callable[[str, str], str]
