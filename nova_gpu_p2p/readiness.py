@@ -34,7 +34,7 @@ import re
 import subprocess
 
 from nova_gpu_p2p import device_spec
-from nova_gpu_p2p.guest import plan
+from nova_gpu_p2p import limits
 from nova_gpu_p2p.topology import host_cliques as cliques_mod
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
@@ -43,10 +43,6 @@ from nova_gpu_p2p import traits as traits_mod
 
 Version = tuple[int, int, int]
 
-#: libvirt 9.0 (Debian 12) refuses the UEFI domain XML Nova 34 writes;
-#: 11.3 (bookworm-backports) is the oldest release seen to accept it.
-UEFI_XML_REFUSED_BELOW = (9, 1, 0)
-UEFI_XML_TESTED = (11, 3, 0)
 #: Drivers VFIO accepts next to vfio-pci in an IOMMU group it uses.
 VFIO_GROUP_DRIVERS = frozenset(['vfio-pci', 'pci-stub', 'pcieport'])
 #: Where distributions put OVMF; descriptors are what libvirt's firmware
@@ -199,8 +195,8 @@ def check_versions(versions: HostVersions, topology: model.HostTopology,
             'version unknown (%s): clique IDs need %s, '
             'CUSTOM_GPU_NUMA_AFFINITY needs %s'
             % (versions.error or 'not found',
-               version_text(plan.MIN_LIBVIRT_OVERRIDE),
-               version_text(traits_mod.MIN_NUMA_AFFINITY_LIBVIRT)), how))
+               version_text(limits.LIBVIRT_QEMU_OVERRIDE),
+               version_text(limits.LIBVIRT_NUMA_AFFINITY)), how))
     else:
         checks.append(_check_override(libvirt, has_cliques))
         checks.append(_check_uefi_xml(libvirt))
@@ -209,16 +205,16 @@ def check_versions(versions: HostVersions, topology: model.HostTopology,
             Status.WARN, 'QEMU',
             'version unknown (%s): CUSTOM_GPU_NUMA_AFFINITY needs %s'
             % (versions.error or 'not found',
-               version_text(traits_mod.MIN_NUMA_AFFINITY_QEMU)), how))
+               version_text(limits.QEMU_NUMA_AFFINITY)), how))
     if libvirt is not None and qemu is not None:
         checks.append(_check_numa_affinity(libvirt, qemu, topology))
     return checks
 
 
 def _check_override(libvirt: Version, has_cliques: bool) -> Check:
-    needs = version_text(plan.MIN_LIBVIRT_OVERRIDE)
+    needs = version_text(limits.LIBVIRT_QEMU_OVERRIDE)
     subject = 'libvirt %s' % version_text(libvirt)
-    if libvirt >= plan.MIN_LIBVIRT_OVERRIDE:
+    if libvirt >= limits.LIBVIRT_QEMU_OVERRIDE:
         return Check(Status.OK, subject, '<qemu:override> for clique IDs '
                      '(needs %s)' % needs)
     consequence = ('guests asking for hw:gpu_p2p_clique get no clique ID '
@@ -234,8 +230,8 @@ def _check_override(libvirt: Version, has_cliques: bool) -> Check:
 
 def _check_uefi_xml(libvirt: Version) -> Check:
     subject = 'libvirt %s' % version_text(libvirt)
-    tested = version_text(UEFI_XML_TESTED)
-    if libvirt < UEFI_XML_REFUSED_BELOW:
+    tested = version_text(limits.LIBVIRT_UEFI_XML_TESTED)
+    if libvirt < limits.LIBVIRT_UEFI_XML_REFUSED_BELOW:
         return Check(
             Status.WARN, subject,
             'refuses the UEFI guest XML Nova 34 writes (<os firmware=\'efi\'> '
@@ -245,7 +241,7 @@ def _check_uefi_xml(libvirt: Version) -> Check:
             'install libvirt %s or later (Debian 12: apt-get install -t '
             'bookworm-backports libvirt-daemon-system qemu-system-x86 ovmf)'
             % tested)
-    if libvirt < UEFI_XML_TESTED:
+    if libvirt < limits.LIBVIRT_UEFI_XML_TESTED:
         return Check(Status.OK, subject,
                      'UEFI guest XML of Nova 34 not tested with this '
                      'release (9.0 refuses it, %s accepts it): boot one '
@@ -258,14 +254,14 @@ def _check_numa_affinity(libvirt: Version, qemu: Version,
                          topology: model.HostTopology) -> Check:
     subject = 'QEMU %s' % version_text(qemu)
     needs = 'libvirt %s and QEMU %s' % (
-        version_text(traits_mod.MIN_NUMA_AFFINITY_LIBVIRT),
-        version_text(traits_mod.MIN_NUMA_AFFINITY_QEMU))
+        version_text(limits.LIBVIRT_NUMA_AFFINITY),
+        version_text(limits.QEMU_NUMA_AFFINITY))
     if traits_mod.numa_affinity(topology, libvirt, qemu):
         return Check(Status.OK, subject, 'NUMA-bound PCIe expander buses: '
                      'reports %s (needs %s)'
                      % (traits_mod.GPU_NUMA_AFFINITY, needs))
-    if (libvirt < traits_mod.MIN_NUMA_AFFINITY_LIBVIRT
-            or qemu < traits_mod.MIN_NUMA_AFFINITY_QEMU):
+    if (libvirt < limits.LIBVIRT_NUMA_AFFINITY
+            or qemu < limits.QEMU_NUMA_AFFINITY):
         return Check(
             Status.WARN, subject,
             'with libvirt %s this host does not report %s (needs %s): '
