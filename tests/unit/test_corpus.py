@@ -16,7 +16,9 @@
 
 Each corpus host is built as a real sysfs tree by the generator and read by
 the sysfs backend; the answers are checked against the corpus' hand-written
-``nvidia-smi topo -m`` tables, never against this package's own code.
+``nvidia-smi topo -m`` tables and clique tables
+(:mod:`tests.fixtures.expected_cliques`), never against this package's own
+code.
 """
 
 import atexit
@@ -38,6 +40,7 @@ from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
+from tests.fixtures import expected_cliques
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
 from tests.unit import test_cli
@@ -80,14 +83,6 @@ def discover(name: str, unprivileged: bool = False):
         make_conf(sysfs_root=tree(name, unprivileged)),
         read_config=sysfs.read_config_direct)
     return backend.discover()
-
-
-def oracle_groups(expected: hosts.Expected, level: lc.LinkClass,
-                  acs_policy: str) -> list[list[str]]:
-    """The clique rule applied to the corpus' own link tables."""
-    def capable(a, b):
-        return lc.LinkClass[expected.link(a, b, acs_policy)] <= level
-    return cliques.group_gpus(expected.addresses, capable)
 
 
 LEVELS = [lc.LinkClass[name] for name in hosts.CLASSES]
@@ -139,15 +134,15 @@ class TestCorpus(testtools.TestCase):
                     '%s %s-%s routed' % (name, a, b))
 
     def test_cliques_at_every_level_and_policy(self):
-        for name, unprivileged, expected in cases():
+        for name, unprivileged, _expected in cases():
             topology = discover(name, unprivileged)
             for level in LEVELS:
                 for policy in lc.AcsPolicy:
                     result = cliques.assign(topology, level, policy)
                     self.assertEqual(
-                        [tuple(g) for g in oracle_groups(expected, level,
-                                                         policy.value)],
-                        list(result.groups),
+                        expected_cliques.groups(name, level.name,
+                                                policy.value),
+                        result.groups,
                         '%s at %s/%s' % (name, level.name, policy.value))
 
     def test_acs_excludes_redirected_gpus(self):
@@ -267,8 +262,8 @@ class TestCLI(testtools.TestCase):
         for name, expected in hosts.EXPECTED.items():
             report = json.loads(self.run_cli(
                 'topology', '--sysfs-root', tree(name), '--json'))
-            groups = [g for g in oracle_groups(expected, lc.LinkClass.PXB,
-                                               'route') if len(g) > 1]
+            groups = [g for g in expected_cliques.groups(name)
+                      if len(g) > 1]
             ids = {a: i for i, g in enumerate(groups) for a in g}
             self.assertEqual(
                 [{'address': g.address, 'numa_node': g.numa_node,
