@@ -235,8 +235,9 @@ class TestParseErrors(testtools.TestCase):
         self.assertError('# nothing\n', 1, 'empty', 'gpus')
 
     def test_top_level_not_mapping(self):
-        self.assertError('- address: 81:00.0\n', 1, 'top level',
-                         'mapping', 'gpus, p2p_matrix, numa_nodes')
+        self.assertError('- address: 81:00.0\n', 1,
+                         'the top level must be a mapping with the keys '
+                         'gpus, p2p_matrix, numa_nodes, got a list')
 
     def test_unknown_top_level_key(self):
         self.assertError(FOUR_GPUS + 'cliques: 1\n', 6, "'cliques'",
@@ -253,29 +254,75 @@ class TestParseErrors(testtools.TestCase):
                          3, "'address'", 'twice', 'line 2')
 
     def test_missing_gpus(self):
-        self.assertError('numa_nodes: []\n', 1, 'no gpus key')
+        self.assertError('numa_nodes: []\n', 1, 'the top level has no gpus; '
+                         'it is required: a list of one or more GPUs')
 
     def test_gpus_not_a_list(self):
-        self.assertError('gpus: 0000:81:00.0\n', 1, 'gpus must be a list')
+        self.assertError('gpus: 0000:81:00.0\n', 1,
+                         'gpus must be a list of one or more GPUs, each a '
+                         "mapping with an address, got '0000:81:00.0'")
+        self.assertError('gpus:\n- 81:00.0\n', 2,
+                         'GPU0 must be a mapping with the keys address, '
+                         "numa_node, root_complex, clique, device, got "
+                         "'81:00.0'")
 
     def test_empty_gpus(self):
-        self.assertError('# GPUs\ngpus: []\n', 2, 'gpus is empty')
+        self.assertError('# GPUs\ngpus: []\n', 2, 'gpus is empty; it must '
+                         'be a list of one or more GPUs')
 
     def test_gpu_without_address(self):
         self.assertError('gpus:\n- address: 81:00.0\n- numa_node: 0\n',
-                         3, 'GPU1 has no address')
+                         3, 'GPU1 has no address; it is required: a PCI '
+                         'address')
 
     def test_bad_address(self):
-        self.assertError('gpus:\n- address: 81:00\n', 2, 'GPU0 address',
-                         "'81:00'", 'dddd:bb:ss.f')
+        self.assertError('gpus:\n- address: 81:00\n', 2,
+                         'GPU0 address must be a PCI address, dddd:bb:ss.f '
+                         "or bb:ss.f in hex", "got '81:00'")
         self.assertError('gpus:\n- address: [81:00.0]\n', 2,
-                         'GPU0 address must be a PCI address, got a list')
+                         'GPU0 address must be a PCI address', 'got a list')
 
     def test_duplicate_address(self):
         self.assertError(
             'gpus:\n- address: 0000:81:00.0\n- address: 82:00.0\n'
             '- address: 81:00.0\n', 4, 'duplicate GPU address 0000:81:00.0',
             'line 2')
+
+    def test_quoted_and_empty_values(self):
+        # Values are read as typed, quoted or not.
+        topology = parse('''\
+            gpus:
+              - {address: "81:00.0", numa_node: "0", clique: '3',
+                 device: "2330", root_complex: "0"}
+            numa_nodes:
+              - {id: "0", cpus: "0", distances: ["10"]}
+            ''')
+        function = topology.functions[A]
+        self.assertEqual((0, 0x2330, '0'), (function.numa_node,
+                                            function.device,
+                                            function.root_complex))
+        self.assertEqual((10,), topology.numa_nodes[0].distances)
+        self.assertError('gpus:\n- address: 81:00.0\n  numa_node:\n', 3,
+                         "GPU0 numa_node must be an integer >= 0, got ''")
+
+    def test_first_error_in_the_file(self):
+        # Whatever order the schema finds them in.
+        self.assertError(
+            'gpus:\n- address: 81:00.0\n  clique: x\n  bad: 1\n', 3,
+            "GPU0 clique must be an integer from 0 to 15, got 'x'")
+        self.assertError(
+            'gpus:\n- address: 81:00.0\n  bad: 1\n  clique: x\n', 3,
+            "unknown key 'bad' in GPU0")
+        self.assertError(
+            'numa_nodes: 1\ngpus:\n- numa_node: 0\n', 1,
+            "numa_nodes must be a list of NUMA nodes, each a mapping with "
+            "the keys id, cpus, distances, got '1'")
+
+    def test_yaml_that_is_not_data(self):
+        self.assertError('gpus:\n- &gpu [*gpu]\n', 2,
+                         'contains itself through a YAML alias')
+        self.assertError('gpus:\n- {[address]: 81:00.0}\n', 2,
+                         'a key in GPU0 must be a name, got a list')
 
     def test_bad_numa_node(self):
         self.assertError(
@@ -297,8 +344,9 @@ class TestParseErrors(testtools.TestCase):
 
     def test_empty_root_complex(self):
         self.assertError(
-            'gpus:\n- address: 81:00.0\n  root_complex: ""\n', 3,
-            'GPU0 root_complex must not be empty')
+            'gpus:\n- address: 81:00.0\n  root_complex: " "\n', 3,
+            'GPU0 root_complex must be a name that is not empty',
+            "got ' '")
 
     def matrix_error(self, rows: str, line: int, *words: str) -> str:
         return self.assertError(
@@ -307,66 +355,33 @@ class TestParseErrors(testtools.TestCase):
 
     def test_matrix_not_literal_block(self):
         self.assertError(FOUR_GPUS + 'p2p_matrix: GPU0 GPU1\n', 6,
-                         'p2p_matrix must be a literal block', '|')
+                         'p2p_matrix must be the matrix nvidia-smi topo '
+                         '-p2p r prints, as a literal block: "p2p_matrix: |"'
+                         ' (or "|2")', "got 'GPU0 GPU1'")
+        self.assertError(FOUR_GPUS + 'p2p_matrix: >\n  GPU0 GPU1\n', 6,
+                         'as a literal block')
 
     def test_matrix_empty(self):
         self.assertError(FOUR_GPUS + 'p2p_matrix: |\n\n', 6,
-                         'p2p_matrix is empty')
+                         'p2p_matrix must be the matrix', "got ''")
+        self.matrix_error('Legend:\n', 7,
+                          'p2p_matrix: the matrix has no rows before its '
+                          'legend')
 
-    def test_matrix_wrong_size(self):
-        self.matrix_error('''\
-            GPU0 GPU1 GPU2
-            GPU0 X OK OK
-            ''', 7, 'header must name each of the 4 GPUs',
-                          'GPU0 to GPU3')
-        self.matrix_error('''\
-            GPU0 GPU1 GPU2 GPU3
-            GPU0 X OK OK
-            ''', 8, 'row GPU0 has 3 values', 'needs 4')
-        self.matrix_error('''\
-            GPU0 GPU1 GPU2 GPU3
-            GPU0 X OK OK OK
-            GPU1 OK X OK OK
-            GPU3 OK OK OK X
-            ''', 7, 'no row for GPU2')
-
-    def test_matrix_unknown_label(self):
-        self.matrix_error('''\
-            GPU0 GPU1 GPU2 GPU4
-            ''', 7, "unknown GPU label 'GPU4'", 'GPU0 to GPU3')
-        self.matrix_error('''\
-            GPU0 GPU1 GPU2 GPU3
-            GPU0 X OK OK OK
-            gpu1 OK X OK OK
-            ''', 9, "unknown GPU label 'gpu1'")
-
-    def test_matrix_duplicate_row(self):
-        self.matrix_error('''\
-            GPU0 GPU1 GPU2 GPU3
-            GPU0 X OK OK OK
-            GPU0 X OK OK OK
-            ''', 9, 'second row for GPU0', 'line 8')
-
-    def test_matrix_diagonal(self):
-        self.matrix_error('''\
-            GPU0 GPU1 GPU2 GPU3
-            GPU0 X OK OK OK
-            GPU1 OK OK OK OK
-            ''', 9, "GPU1 to itself must be 'X', got 'OK'")
-        self.matrix_error('''\
-            GPU0 GPU1 GPU2 GPU3
-            GPU0 X X OK OK
-            ''', 8, "GPU0 to GPU1 is 'X'", 'only the diagonal')
-
-    def test_matrix_asymmetric(self):
+    def test_matrix_errors_name_the_file_lines(self):
+        # The parser's own cases are in test_nvidia_smi.
         self.matrix_error('''\
             GPU0 GPU1 GPU2 GPU3
             GPU0 X  OK OK NS
             GPU1 OK X  OK OK
             GPU2 OK OK X  OK
             GPU3 OK OK OK X
-            ''', 11, 'not symmetric', 'GPU0 to GPU3 is NS on line 8',
-                          'GPU3 to GPU0 is OK')
+            ''', 11, 'p2p_matrix: not symmetric',
+                          'GPU0 to GPU3 is NS on line 8', 'GPU3 to GPU0 is OK')
+        self.assertError(
+            FOUR_GPUS + 'p2p_matrix: |2\n\n  # not YAML: part of the text\n'
+            '      GPU0 GPU1 GPU2 GPU3\n', 8,
+            "p2p_matrix: unknown GPU label '#'", 'of 4 GPUs')
 
     def numa_error(self, numa: str, line: int, *words: str) -> str:
         return self.assertError(
@@ -375,10 +390,11 @@ class TestParseErrors(testtools.TestCase):
 
     def test_numa_nodes_not_a_list(self):
         self.numa_error('  id: 0\n', 5, 'numa_nodes must be a list',
-                        'id, cpus, distances')
+                        'id, cpus, distances', 'got a mapping')
 
     def test_numa_node_entries(self):
-        self.numa_error('- cpus: 0-3\n', 5, 'numa_nodes entry 1 has no id')
+        self.numa_error('- cpus: 0-3\n', 5, 'numa_nodes entry 1 has no id; '
+                        'it is required: an integer >= 0')
         self.numa_error('- id: 1\n  cpu: 0\n', 6, "unknown key 'cpu'",
                         'numa_nodes entry 1', 'id, cpus, distances')
         self.numa_error('- id: one\n', 5, 'numa_nodes entry 1 id must be '
@@ -398,17 +414,22 @@ class TestParseErrors(testtools.TestCase):
 
     def test_numa_distances(self):
         self.numa_error('- id: 1\n  distances: 10\n', 6,
-                        'distances of NUMA node 1 must be a list')
+                        'numa_nodes entry 1 distances must be a list of '
+                        "integers, such as [10, 21], got '10'")
         self.numa_error('- id: 0\n  distances: [10, 21]\n- id: 1\n'
                         '  distances: [21, 10, 21]\n', 8,
-                        'NUMA node 1 has 3 values', 'lists 2 nodes',
-                        'in id order (0, 1)')
+                        'numa_nodes entry 2 distances has 3 values',
+                        'lists 2 nodes', 'in id order (0, 1)')
         self.numa_error('- id: 0\n  distances: [10, 21]\n- id: 1\n'
                         '  distances: [10, 21]\n', 8,
-                        'distance to node 0 is 10', 'must be 10 to the '
-                        'node itself and from 11 to 255 to other nodes')
-        self.numa_error('- id: 1\n  distances: [256]\n', 6,
-                        'an integer from 10 to 255', "'256'")
+                        'distance from node 1 to node 0 is 10', 'must be 10 '
+                        'to the node itself and from 11 to 255 to other '
+                        'nodes')
+        self.numa_error('- id: 1\n  distances:\n  - 10\n  - 256\n', 8,
+                        'numa_nodes entry 1 distances entry 2 must be an '
+                        "integer from 10 to 255, got '256'")
+        self.numa_error('- id: 1\n  distances: [-1]\n', 6,
+                        "must be an integer from 10 to 255, got '-1'")
 
     def test_gpu_on_unlisted_numa_node(self):
         self.numa_error('- id: 0\n', 3, 'GPU0 numa_node 1 is not one of '
@@ -439,7 +460,8 @@ class TestStaticBackend(testtools.TestCase):
             f.write('gpus: []\n')
         exc = self.assertRaises(backends.TopologyError,
                                 self.backend(path).discover)
-        self.assertEqual('%s line 1: gpus is empty; list at least one GPU'
+        self.assertEqual('%s line 1: gpus is empty; it must be a list of one '
+                         'or more GPUs, each a mapping with an address'
                          % path, str(exc))
 
     def test_missing_file(self):

@@ -1,0 +1,273 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The static topology file's structure, as a JSON schema, and its reading.
+
+The schema says which keys each mapping has and needs, which values are
+lists, mappings or text, and the form of the text; what it cannot say (a
+PCI address's syntax, ranges, ids that must exist, duplicates, the P2P
+matrix) :mod:`nova_gpu_p2p.topology.static` checks after it.
+
+The YAML is composed, not loaded, and every scalar stays the text the
+operator typed: YAML 1.1 would read ``81:00.0`` as a base-60 number and
+``0x2330`` as 9008. So the schema sees text where YAML would see numbers,
+and checks integers as decimal digits. The node of every value is kept, so
+that each error names its line.
+"""
+
+import dataclasses
+
+import jsonschema
+import yaml
+
+from nova_gpu_p2p import limits
+
+#: ACPI SLIT distances, as libvirt accepts them.
+LOCAL_DISTANCE = 10
+UNREACHABLE_DISTANCE = 255
+
+#: Where a value is: mapping keys and list indices from the top.
+Path = tuple[str | int, ...]
+
+_DECIMAL = '^[0-9]+$'
+_KINDS = {yaml.SequenceNode: 'list', yaml.MappingNode: 'mapping'}
+
+
+def _mapping(properties: dict[str, dict], required: str) -> dict:
+    return {'type': 'object',
+            'description': 'a mapping with the keys %s'
+                           % ', '.join(properties),
+            'properties': properties,
+            'required': [required],
+            'additionalProperties': False}
+
+
+def _text(description: str, pattern: str | None = None) -> dict:
+    schema = {'type': 'string', 'description': description}
+    if pattern:
+        schema['pattern'] = pattern
+    return schema
+
+
+_GPU = _mapping({
+    'address': _text('a PCI address, dddd:bb:ss.f or bb:ss.f in hex, such '
+                     'as 0000:81:00.0'),
+    'numa_node': _text('an integer >= 0', _DECIMAL),
+    'root_complex': _text('a name that is not empty, such as pci0000:80',
+                          r'\S'),
+    'clique': _text('an integer from 0 to %d' % limits.MAX_CLIQUE_ID,
+                    _DECIMAL),
+    'device': _text('a PCI device ID, up to 4 hex digits such as 0x2330',
+                    '^(0[xX])?[0-9a-fA-F]{1,4}$'),
+}, required='address')
+
+_NUMA_NODE = _mapping({
+    'id': _text('an integer >= 0', _DECIMAL),
+    'cpus': _text('a CPU list such as 0-31,64-95'),
+    'distances': {
+        'type': 'array',
+        'description': 'a list of integers, such as [%d, 21]'
+                       % LOCAL_DISTANCE,
+        'items': _text('an integer from %d to %d' % (
+            LOCAL_DISTANCE, UNREACHABLE_DISTANCE), _DECIMAL)},
+}, required='id')
+
+#: Draft 2020-12; ``description`` is what errors say is allowed.
+SCHEMA = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'title': 'nova-gpu-p2p static topology file',
+    **_mapping({
+        'gpus': {
+            'type': 'array',
+            'description': 'a list of one or more GPUs, each a mapping with '
+                           'an address',
+            'minItems': 1,
+            'items': _GPU},
+        'p2p_matrix': _text(
+            'the matrix nvidia-smi topo -p2p r prints, as a literal block: '
+            '"p2p_matrix: |" (or "|2") followed by the matrix on indented '
+            'lines', r'\S'),
+        'numa_nodes': {
+            'type': 'array',
+            'description': 'a list of NUMA nodes, each a mapping with the '
+                           'keys %s' % ', '.join(_NUMA_NODE['properties']),
+            'items': _NUMA_NODE},
+    }, required='gpus'),
+}
+
+_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+
+
+class LineError(ValueError):
+    """What is wrong at ``line`` of the file, and what is allowed."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    """The file as plain data: mappings, lists and text, with their nodes."""
+
+    data: dict
+    #: The node of every value, and of every mapping key, by path.
+    nodes: dict[Path, yaml.Node]
+    key_nodes: dict[Path, yaml.Node]
+
+    def line(self, path: Path) -> int:
+        return _line(self.nodes[path])
+
+    def key_line(self, path: Path) -> int:
+        return _line(self.key_nodes[path])
+
+    def value(self, path: Path) -> dict | list | str:
+        value = self.data
+        for part in path:
+            value = value[part]
+        return value
+
+    def refuse(self, path: Path) -> 'LineError':
+        """The value at ``path`` is wrong: say so, and what is allowed."""
+        schema = SCHEMA
+        for part in path:
+            schema = (schema['properties'][part] if isinstance(part, str)
+                      else schema['items'])
+        return LineError(self.line(path),
+                         _wrong(path, schema, self.value(path)))
+
+
+def name(path: Path) -> str:
+    """How errors call the value at ``path``: GPU1 numa_node, for one."""
+    words: list[str] = []
+    for part in path:
+        if isinstance(part, str):
+            words.append(part)
+        elif words == ['gpus']:
+            # As nvidia-smi and the p2p_matrix number them.
+            words = ['GPU%d' % part]
+        else:
+            words[-1] = '%s entry %d' % (words[-1], part + 1)
+    return ' '.join(words) or 'the top level'
+
+
+def read(text: str) -> Document:
+    """The file's data once its structure is right.
+
+    Raises LineError for YAML syntax, an empty file, a key given twice or
+    the first value, in file order, that the schema refuses.
+    """
+    root = _compose(text)
+    if root is None:
+        raise LineError(1, 'the file is empty; it needs at least a gpus '
+                           'list')
+    nodes: dict[Path, yaml.Node] = {}
+    key_nodes: dict[Path, yaml.Node] = {}
+    document = Document(_plain(root, (), nodes, key_nodes, frozenset()),
+                        nodes, key_nodes)
+    errors = [_message(error, document)
+              for error in _VALIDATOR.iter_errors(document.data)]
+    if errors:
+        raise min(errors, key=lambda error: error.line)
+    return document
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+def _compose(text: str) -> yaml.Node | None:
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.reader.ReaderError as exc:
+        raise LineError(text.count('\n', 0, exc.position) + 1,
+                        'YAML syntax error: %s' % exc.reason)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise LineError(
+            mark.line + 1 if mark else 1,
+            'YAML syntax error: %s' % ', '.join(
+                part for part in (exc.context, exc.problem) if part))
+
+
+def _plain(node: yaml.Node, path: Path, nodes: dict[Path, yaml.Node],
+           key_nodes: dict[Path, yaml.Node],
+           outer: frozenset[int]) -> dict | list | str:
+    """The node as plain data, filling ``nodes`` and ``key_nodes``.
+
+    ``outer`` holds the nodes it is inside: a YAML alias can make a node
+    its own descendant.
+    """
+    nodes[path] = node
+    if isinstance(node, yaml.ScalarNode):
+        return node.value
+    if id(node) in outer:
+        raise LineError(_line(node), '%s contains itself through a YAML '
+                                     'alias; write it out' % name(path))
+    outer |= {id(node)}
+    if isinstance(node, yaml.SequenceNode):
+        return [_plain(item, path + (index,), nodes, key_nodes, outer)
+                for index, item in enumerate(node.value)]
+    mapping = {}
+    for key, value in node.value:
+        if not isinstance(key, yaml.ScalarNode):
+            raise LineError(_line(key), 'a key in %s must be a name, got a '
+                                        '%s' % (name(path), _KINDS[type(key)]))
+        if key.value in mapping:
+            raise LineError(_line(key), "key '%s' appears twice in %s "
+                                        "(first on line %d)"
+                            % (key.value, name(path), _line(
+                                key_nodes[path + (key.value,)])))
+        key_nodes[path + (key.value,)] = key
+        mapping[key.value] = _plain(value, path + (key.value,), nodes,
+                                    key_nodes, outer)
+    return mapping
+
+
+def _shown(value: dict | list | str) -> str:
+    if isinstance(value, str):
+        return "'%s'" % value
+    return 'a list' if isinstance(value, list) else 'a mapping'
+
+
+def _message(error: jsonschema.ValidationError,
+             document: Document) -> LineError:
+    """The error at its line, naming the value and what is allowed."""
+    path = tuple(error.absolute_path)
+    what = name(path)
+    schema = error.schema
+    if error.validator == 'additionalProperties':
+        line, key = min((document.key_line(path + (key,)), key)
+                        for key in error.instance
+                        if key not in schema['properties'])
+        return LineError(
+            line,
+            "unknown key '%s' in %s; allowed keys are %s"
+            % (key, what, ', '.join(schema['properties'])))
+    if error.validator == 'required':
+        key = next(key for key in schema['required']
+                   if key not in error.instance)
+        allowed = schema['properties'][key]['description']
+        return LineError(document.line(path), '%s has no %s; it is required: '
+                                              '%s' % (what, key, allowed))
+    if error.validator == 'minItems':
+        return LineError(document.line(path), '%s is empty; it must be %s'
+                         % (what, schema['description']))
+    return LineError(document.line(path),
+                     _wrong(path, schema, error.instance))
+
+
+def _wrong(path: Path, schema: dict, value: dict | list | str) -> str:
+    return '%s must be %s, got %s' % (name(path), schema['description'],
+                                      _shown(value))
