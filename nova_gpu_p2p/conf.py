@@ -17,7 +17,7 @@
 from oslo_config import cfg
 from oslo_config import types
 
-from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p import limits
 from nova_gpu_p2p import pci_address
 
 GROUP = cfg.OptGroup(
@@ -65,10 +65,10 @@ class CliqueAssignment(_ParsedType):
             raise ValueError(
                 f"'{value}' is not BDF:ID (for example 0000:81:00.0:0)")
         clique_id = int(clique)
-        if clique_id > extra_specs.MAX_CLIQUE_ID:
+        if clique_id > limits.MAX_CLIQUE_ID:
             raise ValueError(
                 f"clique ID {clique_id} in '{value}' is out of range: QEMU "
-                f"accepts 0 to {extra_specs.MAX_CLIQUE_ID}")
+                f"accepts 0 to {limits.MAX_CLIQUE_ID}")
         return pci_address.normalize(address), clique_id
 
     def _formatter(self, value) -> str:

@@ -23,11 +23,13 @@ from collections.abc import Mapping
 import dataclasses
 import enum
 
+from nova_gpu_p2p import limits
+
 CLIQUE_KEY = 'hw:gpu_p2p_clique'
 NUMA_AFFINITY_KEY = 'hw:gpu_numa_affinity'
 
-#: QEMU's x-nv-gpudirect-clique is a 4-bit property.
-MAX_CLIQUE_ID = 15
+#: Until static.py and test_docs read limits.MAX_CLIQUE_ID.
+MAX_CLIQUE_ID = limits.MAX_CLIQUE_ID
 
 
 class CliqueMode(str, enum.Enum):
@@ -45,10 +47,11 @@ class NumaAffinity(str, enum.Enum):
 
 CLIQUE_VALUES = (
     (CliqueMode.NONE.value, CliqueMode.AUTO.value, CliqueMode.REQUIRED.value)
-    + tuple(str(i) for i in range(MAX_CLIQUE_ID + 1)))
+    + tuple(str(i) for i in range(limits.MAX_CLIQUE_ID + 1)))
 CLIQUE_ALLOWED = (
     f'{CliqueMode.NONE.value}, {CliqueMode.AUTO.value}, '
-    f'{CliqueMode.REQUIRED.value} or a clique ID from 0 to {MAX_CLIQUE_ID}')
+    f'{CliqueMode.REQUIRED.value} or a clique ID from 0 to '
+    f'{limits.MAX_CLIQUE_ID}')
 NUMA_AFFINITY_VALUES = tuple(mode.value for mode in NumaAffinity)
 NUMA_AFFINITY_ALLOWED = ', '.join(NUMA_AFFINITY_VALUES[:-1]) + (
     f' or {NUMA_AFFINITY_VALUES[-1]}')

@@ -20,6 +20,7 @@ someone else. :func:`clique_id_trait` names the trait that marks a GPU's
 own provider with its clique when PCI devices are tracked in placement.
 """
 
+from nova_gpu_p2p import limits
 from nova_gpu_p2p.topology import host_cliques as cliques_mod
 from nova_gpu_p2p.topology import model
 
@@ -33,11 +34,6 @@ OWNED = frozenset([GPU_P2P, GPU_P2P_NVLINK, GPU_NUMA_AFFINITY,
                    *GPU_P2P_CLIQUE.values()])
 #: Prefix of the per-GPU trait naming its host clique ID.
 CLIQUE_ID_PREFIX = 'CUSTOM_GPU_P2P_CLIQUE_ID_'
-#: libvirt and QEMU releases from which guests get NUMA-bound PCIe
-#: expander buses as this driver writes them: the oldest pair tested
-#: (Debian 12), above Nova's own minimums.
-MIN_NUMA_AFFINITY_LIBVIRT = (9, 0, 0)
-MIN_NUMA_AFFINITY_QEMU = (7, 2, 0)
 
 
 def p2p_traits(topology: model.HostTopology,
@@ -59,10 +55,10 @@ def numa_affinity(topology: model.HostTopology,
     """CUSTOM_GPU_NUMA_AFFINITY: this host can bind guest buses to nodes.
 
     Needs a GPU whose host NUMA node is known (nothing to bind otherwise)
-    and libvirt and QEMU at least as new as the oldest pair tested.
+    and the libvirt and QEMU the guest XML for it needs (:mod:`limits`).
     """
-    if (libvirt_version < MIN_NUMA_AFFINITY_LIBVIRT
-            or qemu_version < MIN_NUMA_AFFINITY_QEMU):
+    if (libvirt_version < limits.LIBVIRT_NUMA_AFFINITY
+            or qemu_version < limits.QEMU_NUMA_AFFINITY):
         return set()
     if not any(gpu.numa_node is not None for gpu in topology.gpus()):
         return set()

@@ -42,15 +42,13 @@ from nova_gpu_p2p.guest import instance_cliques
 from nova_gpu_p2p.guest import numa_distances
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.guest import topology_description
+from nova_gpu_p2p import limits
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import link_class
 
-#: libvirt release that added ``<qemu:override>``.
-MIN_LIBVIRT_OVERRIDE = (8, 2, 0)
-#: libvirt's ``<sysinfo type='fwcfg'>`` and QEMU's user fw_cfg files, for
-#: the guest topology description (both below Nova's own minimums).
-MIN_LIBVIRT_FWCFG = (6, 5, 0)
-MIN_QEMU_FWCFG = (2, 4, 0)
+
+def _version(version: tuple[int, ...]) -> str:
+    return '.'.join(map(str, version))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,12 +134,6 @@ class GuestPlan:
     refusal: Refusal | None = None
 
 
-class _Refused(Exception):
-    def __init__(self, message: str, reschedule: bool) -> None:
-        super().__init__(message)
-        self.refusal = Refusal(message, reschedule)
-
-
 def _link_name(host: discovery.HostGPUs, acs: str):
     topology = host.topology
 
@@ -154,7 +146,12 @@ def _link_name(host: discovery.HostGPUs, acs: str):
 
 
 class _Decision:
-    """One run of :func:`decide`; collects notes as it goes."""
+    """One run of :func:`decide`; collects notes as it goes.
+
+    The first problem that refuses a new build is kept in
+    :attr:`refusal`; each step stops where :meth:`problem` says so and
+    :meth:`run` stops after a step that refused.
+    """
 
     def __init__(self, request: extra_specs.GPUP2PRequest,
                  devices: Sequence[devices_mod.GuestDevice],
@@ -167,20 +164,24 @@ class _Decision:
         self.options = options
         self.notes: list[str] = []
         self.lost: list[str] = []
+        self.refusal: Refusal | None = None
 
     def problem(self, message: str, required: bool,
-                reschedule: bool) -> None:
+                reschedule: bool) -> bool:
         """Refuse a new build when the request is ``required``.
 
         Otherwise note it and go on; for an existing server a ``required``
-        problem is recorded as lost instead of refused.
+        problem is recorded as lost instead of refused. Returns whether
+        the build is refused, and the caller must stop.
         """
         if not required:
             self.notes.append(message)
         elif self.facts.new_build:
-            raise _Refused(message, reschedule)
+            self.refusal = Refusal(message, reschedule)
+            return True
         else:
             self.lost.append(message)
+        return False
 
     def run(self) -> GuestPlan:
         clique_required = (
@@ -210,12 +211,19 @@ class _Decision:
                 any_required, reschedule=False)
             return self.plan()
         ids = self.cliques(clique_required)
+        if self.refusal:
+            return self.plan()
         buses, hole = self.buses(numa_required)
+        if self.refusal:
+            return self.plan()
         return self.plan(cliques=ids, buses=buses, hole64=hole,
                          distances=self.distances(),
                          guest_topology=self.guest_topology(ids, buses))
 
     def plan(self, **changes) -> GuestPlan:
+        """The plan with ``changes``, or only the refusal once refused."""
+        if self.refusal:
+            changes = {'refusal': self.refusal}
         return GuestPlan(request=self.request, devices=self.devices,
                          notes=tuple(self.notes), lost=tuple(self.lost),
                          **changes)
@@ -227,20 +235,20 @@ class _Decision:
         key = '%s=%s' % (extra_specs.CLIQUE_KEY,
                          request.clique_id if request.clique_id is not None
                          else request.mode.value)
-        if self.facts.libvirt_version < MIN_LIBVIRT_OVERRIDE:
+        if self.facts.libvirt_version < limits.LIBVIRT_QEMU_OVERRIDE:
             self.problem(
                 '%s needs libvirt %s or later for <qemu:override>; this '
                 'host has %s: upgrade libvirt on it' % (
-                    key, '.'.join(map(str, MIN_LIBVIRT_OVERRIDE)),
-                    '.'.join(map(str, self.facts.libvirt_version))),
+                    key, _version(limits.LIBVIRT_QEMU_OVERRIDE),
+                    _version(self.facts.libvirt_version)),
                 required, reschedule=True)
             return {}
-        if self.facts.hypervisor_hidden:
-            self.problem(
+        if self.facts.hypervisor_hidden and self.problem(
                 '%s: remove hw:hide_hypervisor_id (flavor) and '
                 'img_hide_hypervisor_id (image); the NVIDIA guest driver '
                 'ignores cliques when the hypervisor is hidden' % key,
-                required, reschedule=False)
+                required, reschedule=False):
+            return {}
         gpus = [d.address for d in self.devices if d.nvidia_gpu]
         if not gpus:
             self.problem('%s: no GPU of the instance is an NVIDIA '
@@ -252,13 +260,13 @@ class _Decision:
             request, gpus, self.host.cliques,
             _link_name(self.host, self.options.acs_policy),
             self.options.p2p_level)
-        if result.refusal:
-            # Existing servers keep the cliques the host still has.
-            self.problem(
+        # Existing servers keep the cliques the host still has.
+        if result.refusal and self.problem(
                 '%s: %s; another host may have them in one clique, or '
                 'use %s=auto to accept several' % (
                     key, result.refusal, extra_specs.CLIQUE_KEY),
-                required=True, reschedule=True)
+                required=True, reschedule=True):
+            return {}
         self.notes.extend(result.warnings)
         return result.ids
 
@@ -298,9 +306,11 @@ class _Decision:
             self.problem('%s: %s' % (key, exc), required, reschedule=False)
             return none
         for address, reason in sorted(layout.unplaced.items()):
-            self.problem(
-                '%s: %s stays on the root bus: %s' % (key, address, reason),
-                required, reschedule=True)
+            if self.problem(
+                    '%s: %s stays on the root bus: %s' % (
+                        key, address, reason),
+                    required, reschedule=True):
+                return none
         if not layout.buses:
             return none
         hole = pcihole64.plan(self.options.pcihole64,
@@ -308,8 +318,9 @@ class _Decision:
                                     for bar in d.bars64),
                               facts.memory, facts.phys_bits)
         if hole.problem:
-            self.problem('%s: %s' % (key, hole.problem), required,
-                         reschedule=facts.phys_bits_from_host)
+            if self.problem('%s: %s' % (key, hole.problem), required,
+                            reschedule=facts.phys_bits_from_host):
+                return none
             self.notes.append('%s: devices stay where Nova puts them' % key)
             return none
         return layout, hole
@@ -320,15 +331,14 @@ class _Decision:
         if not self.options.guest_topology or not buses.buses:
             return None
         facts = self.facts
-        if (facts.libvirt_version < MIN_LIBVIRT_FWCFG
-                or facts.qemu_version < MIN_QEMU_FWCFG):
+        if (facts.libvirt_version < limits.LIBVIRT_FWCFG
+                or facts.qemu_version < limits.QEMU_FWCFG):
             self.notes.append(
                 'the guest gets no topology description: fw_cfg entries '
                 'need libvirt %s and QEMU %s or later, this host has '
-                'libvirt %s and QEMU %s' % tuple(
-                    '.'.join(map(str, v)) for v in (
-                        MIN_LIBVIRT_FWCFG, MIN_QEMU_FWCFG,
-                        facts.libvirt_version, facts.qemu_version)))
+                'libvirt %s and QEMU %s' % tuple(map(_version, (
+                    limits.LIBVIRT_FWCFG, limits.QEMU_FWCFG,
+                    facts.libvirt_version, facts.qemu_version))))
             return None
         try:
             return topology_description.encode(topology_description.describe(
@@ -359,10 +369,4 @@ def decide(request: extra_specs.GPUP2PRequest,
     """Everything to add to one guest's config, or why not."""
     if not request.wanted:
         return GuestPlan(request=request, devices=tuple(devices))
-    decision = _Decision(request, devices, host, facts, options)
-    try:
-        return decision.run()
-    except _Refused as refused:
-        return GuestPlan(request=request, devices=tuple(devices),
-                         notes=tuple(decision.notes),
-                         refusal=refused.refusal)
+    return _Decision(request, devices, host, facts, options).run()

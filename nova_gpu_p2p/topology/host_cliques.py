@@ -35,11 +35,11 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 import dataclasses
 
-from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p import limits
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 
-CLIQUE_IDS = range(extra_specs.MAX_CLIQUE_ID + 1)
+CLIQUE_IDS = range(limits.MAX_CLIQUE_ID + 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,11 +52,22 @@ class Cliques:
     ids: dict[str, int | None]
     findings: tuple[str, ...] = ()
 
+    def with_id(self) -> tuple[tuple[str, ...], ...]:
+        """The groups of two or more GPUs that carry a clique ID.
+
+        These are the host's cliques as P2P flavors and the traits see
+        them: a lone GPU has no peer even where clique_map gives it an ID.
+        """
+        return tuple(g for g in self.groups
+                     if len(g) > 1 and self.ids[g[0]] is not None)
+
     def largest(self) -> int:
         """Size of the largest group with an ID (0 where there is none)."""
-        return max((len(g) for g in self.groups
-                    if self.ids[g[0]] is not None and len(g) > 1),
-                   default=0)
+        return max((len(g) for g in self.with_id()), default=0)
+
+    def without_id(self) -> list[str]:
+        """GPUs with no clique ID: lone ones and groups past the 16th."""
+        return sorted(a for a, clique in self.ids.items() if clique is None)
 
 
 def group_gpus(addresses: Iterable[str],

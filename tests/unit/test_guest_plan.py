@@ -366,6 +366,16 @@ class TestHiddenHypervisor(DecideBase):
         self.assertNoteContains('hw:gpu_p2p_clique=9: remove '
                                 'hw:hide_hypervisor_id', result)
 
+    def test_refusal_ends_the_decision(self):
+        # The i440fx machine type would add a note for preferred NUMA
+        # affinity, had the decision gone on past the refusal.
+        result = self.decide(request(clique='required', numa='preferred'),
+                             guest=facts(hypervisor_hidden=True,
+                                         machine_type='pc-i440fx-8.2'))
+        self.assertIn('hypervisor is hidden', result.refusal.message)
+        self.assertEqual(((), {}, ()), (result.notes, result.cliques,
+                                        result.buses.buses))
+
     def test_numa_only_does_not_care(self):
         result = self.decide(request(numa='required'),
                              guest=facts(hypervisor_hidden=True))
@@ -627,6 +637,15 @@ class TestUnplaced(DecideBase):
         self.assertIn('hw:gpu_numa_affinity=required', message)
         self.assertIn('0000:81:00.0 stays on the root bus', message)
         self.assertIn('host NUMA node 1', message)
+
+    def test_required_refusal_names_the_first_unplaced(self):
+        result = self.decide(request(numa='required'),
+                             addresses=(GPU_A, GPU_B, GPU_C),
+                             guest=facts(host_node_of_cell=(1,)))
+        self.assertIn('%s stays on the root bus' % GPU_A,
+                      result.refusal.message)
+        self.assertNotIn(GPU_B, result.refusal.message)
+        self.assertEqual((), result.notes)
 
     def test_preferred_noted_others_placed(self):
         result = self.decide(request(numa='preferred'),

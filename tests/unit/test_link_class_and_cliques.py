@@ -328,3 +328,35 @@ class TestCliques(testtools.TestCase):
         self.assertIsNone(result.ids[gpus[16][1]])
         self.assertIn(gpus[16][0], result.findings[0])
         self.assertEqual(2, result.largest())
+        self.assertEqual(16, len(result.with_id()))
+        self.assertNotIn(gpus[16], result.with_id())
+        self.assertEqual(sorted(gpus[16]), result.without_id())
+
+    def lone_and_pair(self):
+        """Two GPUs behind one switch, one alone on another root complex."""
+        t = Tree()
+        dsp = t.switch(t.root_port(), 2)
+        pair = (t.gpu(dsp[0]), t.gpu(dsp[1]))
+        lone = t.gpu(t.root_port(rc='pci0000:80'))
+        return t.topology(), pair, lone
+
+    def test_lone_gpu_has_no_id_and_no_clique(self):
+        topology, pair, lone = self.lone_and_pair()
+        result = cliques.assign(topology, lc.LinkClass.PXB)
+        self.assertEqual((pair, (lone,)), result.groups)
+        self.assertEqual((pair,), result.with_id())
+        self.assertEqual([lone], result.without_id())
+        self.assertEqual(2, result.largest())
+
+    def test_lone_gpu_in_clique_map_is_no_clique(self):
+        topology, pair, lone = self.lone_and_pair()
+        result = cliques.assign(topology, lc.LinkClass.PXB,
+                                clique_map={lone: 7})
+        self.assertEqual(7, result.ids[lone])
+        self.assertEqual((pair,), result.with_id())
+        self.assertEqual([], result.without_id())
+
+    def test_no_gpu(self):
+        result = cliques.assign(Tree().topology(), lc.LinkClass.SYS)
+        self.assertEqual(((), [], 0), (result.with_id(), result.without_id(),
+                                       result.largest()))
