@@ -16,24 +16,25 @@
 
 Not a test module (stestr collects ``test_*`` only). For one corpus host,
 :meth:`CorpusBenchCloud.decision_quality` boots an instance with all the
-host's GPUs and one with half, and builds each instance's domain XML four
-ways, from the same spawn arguments (:func:`demo_cloud.spawn_arguments`):
+host's GPUs and one with half, then, on hosts with two NUMA nodes with
+CPUs, the ``crossed`` instances (:func:`crossed_shapes`), where Nova fits
+guest cell 0 onto a host node other than 0. Each instance's domain XML is
+built six ways from the same spawn arguments
+(:func:`demo_cloud.spawn_arguments`):
 
 ``stock``
     Nova's ``LibvirtDriver._get_guest_config``, as without this project.
 ``wrapper``
-    The QEMU wrapper script's default: Nova's XML, and every NVIDIA GPU in
-    clique 0. The script adds ``x-nv-gpudirect-clique=0`` to QEMU's
-    ``-device`` arguments behind libvirt's back; here the same semantics
-    are written as libvirt XML (an alias per GPU hostdev and a
-    ``<qemu:override>`` entry), built with this project's config classes.
+    The QEMU wrapper script (:mod:`harness.baselines.wrapper`) with the
+    map it ships: every GPU of the host in clique 0. Nova's XML; the
+    script rewrites the QEMU command line libvirt makes of it.
+``wrapper-best``
+    The same script with an operator's correct static map for the host
+    (:func:`tests.fixtures.expected_cliques.clique_map`).
 ``sidecar``
-    The KubeVirt sidecar recipe: Nova's XML plus one ``pxb-pcie`` per host
-    NUMA node, with the devices of that node on root ports below it, and
-    no cliques. The recipe writes the *host* node number into ``<node>``:
-    it assumes guest node N is host node N, which is wrong wherever Nova
-    maps guest cell 0 to host node 1 (or the guest has fewer cells than
-    the host has nodes), and then the guest is told the wrong node.
+    The KubeVirt sidecar recipe (:mod:`harness.baselines.sidecar`) on
+    Nova's XML: one ``pxb-pcie`` per host NUMA node, ``<node>`` = the host
+    node number, devices on root ports below it, no cliques.
 ``ours``
     ``GPUP2PLibvirtDriver._get_guest_config`` with default options.
 ``ours+agent``
@@ -42,6 +43,12 @@ ways, from the same spawn arguments (:func:`demo_cloud.spawn_arguments`):
     (:func:`decision_quality.nccl_with_agent`); only the
     ``nccl_host_class`` metric can differ from ``ours``.
 
+Every document goes through libvirt first (:mod:`harness.libvirt_check`):
+refused XML scores zero, and cliques are read from the QEMU command line
+libvirt makes (after the wrapper, for the wrapper). Without libvirtd the
+record says so and the scores are from the XML alone, unvalidated; the
+wrapper, which needs libvirt's command line, is then not scored.
+
 :meth:`CorpusBenchCloud.scale` times ours against stock on the 16-GPU,
 8-node host for growing GPU and NUMA node counts.
 """
@@ -49,22 +56,20 @@ ways, from the same spawn arguments (:func:`demo_cloud.spawn_arguments`):
 from collections.abc import Callable
 import itertools
 import logging
+import shlex
 
-from nova.virt.libvirt import config as vconfig
 from nova.virt.libvirt import driver as libvirt_driver
 
+from harness.baselines import sidecar
+from harness.baselines import wrapper
 from harness import corpus_xml
 from harness import decision_quality
 from harness import demo_cloud
+from harness import libvirt_check
 from harness import nova_cloud as base
 from nova_gpu_p2p import driver as gpu_driver
-from nova_gpu_p2p import extra_specs
-from nova_gpu_p2p.guest import expander_buses
-from nova_gpu_p2p.guest import nova_guest
-from nova_gpu_p2p.guest import plan as plan_mod
-from nova_gpu_p2p.topology import model
+from tests.fixtures import expected_cliques
 
-STRATEGIES = ('stock', 'wrapper', 'sidecar', 'ours')
 #: ``ours`` with the guest agent: a row of its own, from ours' XML.
 WITH_AGENT = 'ours+agent'
 SIZES = ('all', 'half')
@@ -78,42 +83,43 @@ GPU_SERIES = ((1, 1), (2, 1), (4, 2), (8, 4), (16, 8))
 NODE_SERIES = ((8, 1), (8, 2), (8, 4), (8, 8))
 
 
-def _stripped(guest: vconfig.LibvirtConfigGuest, plan: plan_mod.GuestPlan,
-              nova: vconfig.LibvirtConfigGuest):
-    """Applied as the driver would, without our decision record."""
-    result = nova_guest.apply(guest, plan)
-    result.metadata = list(nova.metadata)
-    return result
+def wrapper_maps(facts: corpus_xml.HostFacts) -> dict[str, dict[str, int]]:
+    """Each wrapper strategy's GPU_CLIQUE_MAP for the host."""
+    return {'wrapper': wrapper.default_map(facts.expected.addresses),
+            'wrapper-best': expected_cliques.clique_map(facts.name)}
 
 
-def wrapper_config(guest: vconfig.LibvirtConfigGuest,
-                   topology: model.HostTopology):
-    """Nova's config with every NVIDIA GPU in clique 0 (see module doc)."""
-    devices = nova_guest.instance_devices(guest, topology)
-    plan = plan_mod.GuestPlan(
-        request=extra_specs.parse({}), devices=tuple(devices),
-        cliques={d.address: 0 for d in devices if d.nvidia_gpu})
-    return _stripped(guest, plan, guest)
+def score(xmls: dict[str, str], maps: dict[str, dict[str, int]],
+          truth: decision_quality.HostTruth,
+          check: Callable[[str], libvirt_check.Verdict]) -> dict:
+    """Each strategy's metrics, after libvirt's verdict on its XML.
 
-
-def sidecar_config(guest: vconfig.LibvirtConfigGuest,
-                   topology: model.HostTopology):
-    """Nova's config plus a pxb-pcie per host node, ``<node>`` = host node.
-
-    Every passthrough device with a known host node goes below its node's
-    bus; devices without one stay on the root bus, as in the recipe.
+    :param xmls: strategy -> domain XML (the wrappers' is stock's).
+    :param maps: wrapper strategy -> its clique map.
     """
-    devices = [d for d in nova_guest.instance_devices(guest, topology)
-               if d.known and d.numa_node is not None]
-    used = {d.index for d in guest.devices
-            if isinstance(d, vconfig.LibvirtConfigGuestController)
-            and d.type == 'pci' and d.index is not None}
-    layout = expander_buses.layout(
-        devices, {node.id: node.id for node in topology.numa_nodes},
-        expander_buses.Grouping.NUMA, used)
-    plan = plan_mod.GuestPlan(request=extra_specs.parse({}),
-                              devices=tuple(devices), buses=layout)
-    return _stripped(guest, plan, guest)
+    found = {}
+    verdicts: dict[str, libvirt_check.Verdict] = {}
+    for name, xml in xmls.items():
+        if name not in maps:
+            verdicts[name] = check(xml)
+        verdict = verdicts.get(name) or verdicts['stock']
+        record = {'xml_bytes': len(xml), 'libvirt': verdict.as_dict()}
+        cliques = None
+        if verdict.argv is not None:
+            argv = shlex.split(verdict.argv)
+            if name in maps:
+                argv = wrapper.wrap(argv, maps[name])
+            cliques = decision_quality.argv_cliques(shlex.join(argv))
+        elif name in maps and verdict.accepted is None:
+            record['not_scored'] = ('the wrapper rewrites the QEMU command '
+                                    'line, which needs libvirtd')
+            found[name] = record
+            continue
+        record['metrics'] = {
+            key: share.as_dict() for key, share in decision_quality.evaluate(
+                xml, truth, cliques, verdict.accepted is not False).items()}
+        found[name] = record
+    return found
 
 
 def shape(facts: corpus_xml.HostFacts, size: str) -> dict:
@@ -161,26 +167,74 @@ def _fits_locally(facts: corpus_xml.HostFacts, gpus: int, nics: int,
     return False
 
 
+def crossed_shapes(facts: corpus_xml.HostFacts) -> list[dict]:
+    """Instances Nova fits with guest cell 0 on a host node other than 0.
+
+    A *filler* server (one GPU, pinned CPUs, one cell) goes first: Nova
+    puts a PCI-requesting cell on the node with the most free devices,
+    node 0 on every corpus host (ties keep node order). ``crossed``: the
+    filler takes all of node 0's CPUs, and a one-cell instance with the
+    GPUs and NICs of the second CPU node lands on that node.
+    ``crossed-2cell``: the filler leaves node 0 one CPU, and a two-cell
+    instance whose cell 0 needs two CPUs (``hw:numa_cpus``) cannot start
+    on node 0: Nova tries host cells in turn and puts cell 0 elsewhere,
+    cell 1 on node 0 or another node. The record keeps the host nodes
+    Nova chose; whether they crossed is judged from them, not assumed.
+    """
+    if len(facts.cpu_nodes) < 2:
+        return []
+    first, second = facts.cpu_nodes[:2]
+    per_node = base.FAKE_CPUS // facts.all_nodes
+
+    def on(nodes, addresses, node_of):
+        return sum(node_of.get(a) in nodes for a in addresses)
+
+    specs = dict(EXTRA_SPECS)
+    shapes = []
+    gpus = on({second}, facts.gpus, facts.gpu_node)
+    if gpus:
+        shapes.append({
+            'size': 'crossed', 'gpus': gpus, 'guest_nodes': 1,
+            'nics': on({second}, facts.nics, facts.nic_node),
+            'vcpus': min(corpus_xml.CPUS_PER_CELL, per_node),
+            'specs': specs, 'filler_vcpus': per_node})
+    if per_node >= 2:
+        both = {first, second}
+        shapes.append({
+            'size': 'crossed-2cell',
+            'gpus': on(both, facts.gpus, facts.gpu_node) - 1,
+            'nics': on(both, facts.nics, facts.nic_node), 'guest_nodes': 2,
+            'vcpus': 3, 'filler_vcpus': per_node - 1,
+            'specs': dict(specs, **{
+                'hw:numa_cpus.0': '0,1', 'hw:numa_cpus.1': '2',
+                'hw:numa_mem.0': '1024', 'hw:numa_mem.1': '1024'})})
+    return shapes
+
+
 def _with_agent(ours: dict, xml: str,
                 truth: decision_quality.HostTruth) -> dict:
     """Ours' metrics, NCCL's view taken with the guest agent's file.
 
     Where the agent cannot run (not installed, or it fails), that metric
-    is n/a and the reason is kept.
+    is n/a and the reason is kept; where libvirt refused ours' XML, it
+    scores zero as the rest.
     """
-    found = {'metrics': dict(ours['metrics']), 'xml_bytes': ours['xml_bytes']}
+    found = {'metrics': dict(ours['metrics']), 'xml_bytes': ours['xml_bytes'],
+             'libvirt': ours['libvirt']}
     try:
         share = decision_quality.nccl_with_agent(
             xml, truth, decision_quality.run_guest_agent)
     except (ImportError, RuntimeError) as exc:
         share = decision_quality.Share(0, 0)
         found['agent_error'] = str(exc)
+    if ours['libvirt']['accepted'] is False:
+        share = decision_quality.Share(0, share.total)
     found['metrics']['nccl_host_class'] = share.as_dict()
     return found
 
 
 class CorpusBenchCloud(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
-    """One corpus host; the four strategies' XML, or ours against stock."""
+    """One corpus host; the strategies' XML, or ours against stock."""
 
     #: Receives one dict per instance; the tool running us sets it.
     sink: Callable[[dict], None] = staticmethod(lambda found: None)
@@ -210,9 +264,8 @@ class CorpusBenchCloud(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
 
     def _builders(self, facts: corpus_xml.HostFacts, server: dict
                   ) -> tuple[dict[str, Callable[[], str]], object]:
-        """Each strategy's XML build for the server, and its instance."""
+        """Stock's and ours' XML build for the server, and its instance."""
         drv = self.computes[facts.name].driver
-        topology = self.topologies[facts.name]
         ctxt, instance, network_info, image_meta, disk_info, bdi = (
             demo_cloud.spawn_arguments(self, facts.name, server['id']))
 
@@ -226,49 +279,58 @@ class CorpusBenchCloud(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
                 drv, instance, network_info, image_meta, disk_info, None,
                 bdi, ctxt).to_xml()
 
-        return {
-            'stock': lambda: stock_config().to_xml(),
-            'wrapper': lambda: wrapper_config(stock_config(),
-                                              topology).to_xml(),
-            'sidecar': lambda: sidecar_config(stock_config(),
-                                              topology).to_xml(),
-            'ours': ours,
-        }, instance
+        return {'stock': lambda: stock_config().to_xml(),
+                'ours': ours}, instance
+
+    def _score(self, facts: corpus_xml.HostFacts,
+               truth: decision_quality.HostTruth, want: dict, size: str,
+               server: dict) -> dict:
+        record = {'host': facts.name, 'size': size, 'gpus': want['gpus'],
+                  'nics': want['nics'], 'guest_nodes': want['guest_nodes'],
+                  'flavor_specs': want['specs'],
+                  'limits': list(facts.limits), 'libvirt': self.libvirt_status}
+        if server['status'] != 'ACTIVE':
+            record['error'] = server['fault']['message']
+            return record
+        builders, instance = self._builders(facts, server)
+        record['host_cells'] = [c.id for c in instance.numa_topology.cells]
+        record['crossed'] = record['host_cells'] != list(
+            range(len(record['host_cells'])))
+        record['pci_devices'] = sorted(
+            d.address for d in instance.pci_devices)
+        stock = builders['stock']()
+        xmls = {'stock': stock, 'wrapper': stock, 'wrapper-best': stock,
+                'sidecar': sidecar.apply(stock, truth.node),
+                'ours': builders['ours']()}
+        record['strategies'] = score(xmls, wrapper_maps(facts), truth,
+                                     self.check)
+        record['strategies'][WITH_AGENT] = _with_agent(
+            record['strategies']['ours'], xmls['ours'], truth)
+        return record
 
     def decision_quality(self) -> None:
-        """All and half the host's GPUs: four strategies' metrics each."""
+        """Each instance shape: the strategies' metrics (module doc)."""
+        self.libvirt_status = libvirt_check.unavailable() or 'checked'
+        self.check = (libvirt_check.check
+                      if self.libvirt_status == 'checked'
+                      else lambda xml: libvirt_check.Verdict(
+                          None, self.libvirt_status))
         facts = self.start_corpus_host(self.corpus_host)
         topology = self.topologies[facts.name]
         truth = decision_quality.topology_truth(facts.expected, topology)
         for size in SIZES:
             want = shape(facts, size)
-            record = {'host': facts.name, 'size': size,
-                      'gpus': want['gpus'], 'nics': want['nics'],
-                      'guest_nodes': want['guest_nodes'],
-                      'flavor_specs': want['specs'],
-                      'limits': list(facts.limits)}
             server = self._boot(facts, want)
-            if server['status'] != 'ACTIVE':
-                record['error'] = server['fault']['message']
-                self.sink(record)
-                continue
-            builders, instance = self._builders(facts, server)
-            record['host_cells'] = [c.id for c in
-                                    instance.numa_topology.cells]
-            record['pci_devices'] = sorted(
-                d.address for d in instance.pci_devices)
-            record['strategies'] = {}
-            for name in STRATEGIES:
-                xml = builders[name]()
-                record['strategies'][name] = {
-                    'metrics': {key: share.as_dict() for key, share in
-                                decision_quality.evaluate(xml,
-                                                          truth).items()},
-                    'xml_bytes': len(xml)}
-            record['strategies'][WITH_AGENT] = _with_agent(
-                record['strategies']['ours'], xml, truth)
-            self.sink(record)
+            self.sink(self._score(facts, truth, want, size, server))
             self._delete_and_wait(server)
+        for want in crossed_shapes(facts):
+            filler = self._boot(facts, {
+                'gpus': 1, 'nics': 0, 'guest_nodes': 1, 'specs': {},
+                'vcpus': want['filler_vcpus']})
+            server = self._boot(facts, want)
+            self.sink(self._score(facts, truth, want, want['size'], server))
+            self._delete_and_wait(server)
+            self._delete_and_wait(filler)
 
     def scale(self) -> None:
         """Ours against stock on one host, GPU and node counts growing."""

@@ -14,17 +14,20 @@
 
 """How good a guest layout is, judged from its domain XML alone.
 
-The benchmark compares strategies (Nova's stock XML, a wrapper that puts
-every GPU in clique 0, a sidecar that adds one expander bus per host NUMA
-node, this driver) by what the guest would actually get, so every number
-here comes from the emitted XML parsed back, and the host's truth comes
-from the hand-written oracle (:data:`hosts.EXPECTED`) and the host's
-topology, never from the planner's own variables.
+The benchmark compares strategies (Nova's stock XML, the QEMU wrapper
+script, the KubeVirt sidecar recipe, this driver) by what the guest would
+actually get, so every number here comes from the emitted XML parsed
+back (and the QEMU command line libvirt makes of it), and the host's
+truth comes from the hand-written oracle (:data:`hosts.EXPECTED`) and the
+host's topology, never from the planner's own variables. XML libvirt
+refuses gives the guest nothing: it scores zero (``refused``).
 
 Reading rules, as the guest sees them:
 
-* a GPU's clique is the ``x-nv-gpudirect-clique`` of the
-  ``<qemu:device>`` whose alias is the hostdev's alias; no override, no
+* a GPU's clique is the ``x-nv-gpudirect-clique`` of its ``vfio-pci``
+  ``-device`` in the QEMU command line (:func:`argv_cliques`: what QEMU
+  is told, after libvirt, and after a wrapper); without one, that of the
+  ``<qemu:device>`` whose alias is the hostdev's alias; neither, no
   clique;
 * a device's guest NUMA node is the ``<target><node>`` of the
   ``pcie-expander-bus`` its root port sits on; a device on the root bus
@@ -60,6 +63,7 @@ from harness import nccl_paths
 from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
+from tests.e2e import qemu_argv
 from tests.fixtures import hosts
 from tests.fixtures import qemu_override
 
@@ -70,6 +74,8 @@ EXPANDER_BUS = 'pcie-expander-bus'
 #: The metrics, in the order the benchmark prints them.
 METRICS = ('p2p_enabled', 'p2p_false', 'numa_match', 'gpu_nic_bus',
            'nccl_host_class')
+#: Metrics whose goal is 0%: a hit is a fault.
+GOAL_NONE = frozenset(('p2p_false',))
 #: Guest sysfs ``class`` of passthrough devices, by role; bridges.
 GUEST_CLASSES = {'gpu': '0x030200', 'nic': '0x020000'}
 PCI_BRIDGE_CLASS = '0x060400'
@@ -193,11 +199,28 @@ def _expander_bus_of(bus: int | None,
     return None
 
 
-def parse(xml: etree._Element) -> GuestView:
-    """Read the guest's view of its passthrough devices from the XML."""
+def argv_cliques(argv: str) -> dict[str, int]:
+    """Host address -> x-nv-gpudirect-clique of each ``vfio-pci``."""
+    found = {}
+    for device in qemu_argv.parse_devices(argv):
+        clique = device.get(qemu_override.CLIQUE_PROPERTY)
+        host = device.get('host')
+        if device.get('driver') == 'vfio-pci' and isinstance(
+                host, str) and isinstance(clique, int):
+            found[host if host.count(':') == 2 else '0000:' + host] = clique
+    return found
+
+
+def parse(xml: etree._Element,
+          cliques: Mapping[str, int] | None = None) -> GuestView:
+    """Read the guest's view of its passthrough devices from the XML.
+
+    :param cliques: host address -> clique, as QEMU's command line gives
+        them (:func:`argv_cliques`); None: from ``<qemu:override>``.
+    """
     controllers = {int(c.get('index')): c for c in xml.iterfind(
         "./devices/controller[@type='pci']") if c.get('index') is not None}
-    cliques = qemu_override.cliques_by_alias(xml)
+    by_alias = qemu_override.cliques_by_alias(xml)
     devices = []
     sources = [(dev, dev.find('./source/address'))
                for dev in xml.iterfind("./devices/hostdev[@type='pci']")]
@@ -215,11 +238,15 @@ def parse(xml: etree._Element) -> GuestView:
         if bus is not None:
             text = controllers[bus].findtext('./target/node')
             node = int(text) if text is not None else None
-        alias = dev.find('alias')
-        devices.append(PlacedDevice(
-            address=_pci_address(source), expander_bus=bus, guest_node=node,
-            clique=cliques.get(alias.get('name')) if alias is not None
-            else None))
+        address = _pci_address(source)
+        if cliques is not None:
+            clique = cliques.get(address)
+        else:
+            alias = dev.find('alias')
+            clique = (by_alias.get(alias.get('name')) if alias is not None
+                      else None)
+        devices.append(PlacedDevice(address=address, expander_bus=bus,
+                                    guest_node=node, clique=clique))
     cells = {int(memnode.get('cellid')): _node_set(memnode.get('nodeset'))
              for memnode in xml.iterfind('./numatune/memnode')}
     return GuestView(devices=tuple(sorted(devices, key=lambda d: d.address)),
@@ -573,8 +600,29 @@ def _element(xml: str | bytes | etree._Element) -> etree._Element:
     return etree.fromstring(xml) if isinstance(xml, bytes) else xml
 
 
-def evaluate(xml: str | bytes, truth: HostTruth) -> dict[str, Share]:
-    """:func:`metrics` and :func:`nccl_host_class` of a domain XML."""
+def refused(shares: Mapping[str, Share]) -> dict[str, Share]:
+    """Scores of XML libvirt refused: the guest never starts.
+
+    Each metric whose goal is all scores none of the same total. A
+    metric whose goal is none (:data:`GOAL_NONE`) has nothing to count:
+    a zero there would read as perfect, and pooled it would flatter the
+    strategy.
+    """
+    return {name: Share(0, 0 if name in GOAL_NONE else share.total)
+            for name, share in shares.items()}
+
+
+def evaluate(xml: str | bytes, truth: HostTruth,
+             cliques: Mapping[str, int] | None = None,
+             accepted: bool = True) -> dict[str, Share]:
+    """:func:`metrics` and :func:`nccl_host_class` of a domain XML.
+
+    :param cliques: the GPUs' cliques from QEMU's command line
+        (:func:`argv_cliques`); None: read from the XML.
+    :param accepted: False where libvirt refused the XML: every metric
+        scores zero of the same total.
+    """
     element = _element(xml)
-    return {**metrics(parse(element), truth),
-            'nccl_host_class': nccl_host_class(element, truth)}
+    shares = {**metrics(parse(element, cliques), truth),
+              'nccl_host_class': nccl_host_class(element, truth)}
+    return shares if accepted else refused(shares)

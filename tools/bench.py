@@ -17,8 +17,9 @@
 Each benchmark is a function registered with :func:`benchmark`; it returns
 the callable to time. Guest XML generation is compared with Nova's stock
 driver instead (:data:`GUEST_XML`), so the numbers quoted in release notes
-have one source. Besides time: the decision quality of four strategies on
-every corpus host (:data:`DECISION_QUALITY`), how XML generation scales
+have one source. Besides time: the decision quality of ours and the
+published workarounds on every corpus host, each document checked by
+libvirt first (:data:`DECISION_QUALITY`), how XML generation scales
 with GPUs and NUMA nodes (:data:`SCALE`), the memory of the cached
 topology (:data:`MEMORY`), config space through nova-compute's privsep
 daemon, per call and batched (:data:`PRIVSEP`, as root), how long a
@@ -100,13 +101,25 @@ def _opts(sysfs_root: str) -> cfg.ConfigOpts:
     return opts
 
 
+#: What ``discovery[host]`` times, and what it leaves to other benchmarks.
+DISCOVERY_NOTE = (
+    'discovery[host]: discovery.discover, the call nova-compute\'s '
+    'refresh_host_gpus makes ([gpu_p2p] topology_backend = sysfs, loaded by '
+    'name), on the corpus host\'s tree (files on tmpfs, config space read '
+    'from the tree as for any sysfs_root other than /sys); the host\'s own '
+    '/sys goes through nova\'s privsep daemon: %s (the tree bound over /sys) '
+    'and %s time that path' % ('privsep_config_reads',
+                               'discovery_greenthread_stall'))
+
+
 def _discovery(name: str) -> Callable[[], Callable[[], object]]:
-    """Full discovery of a corpus host: read its sysfs tree, find cliques."""
+    """Full discovery of a corpus host as nova-compute calls it."""
     def setup() -> Callable[[], object]:
         opts = _opts(_tree(name))
-        backend = sysfs.SysfsBackend(opts,
-                                     read_config=sysfs.read_config_direct)
-        return lambda: discovery.evaluate(backend.discover(), opts)
+        # As every periodic update after the first: findings already
+        # logged are not logged again.
+        previous = discovery.discover(opts)
+        return lambda: discovery.discover(opts, previous)
     return setup
 
 
@@ -175,16 +188,21 @@ def print_guest_xml(result: dict) -> None:
                 row['self_us'], row['stock_cumulative_us']))
 
 
-#: Four strategies x four metrics on every corpus host, from the XML.
+#: The strategies x five metrics on every corpus host, from the XML.
 DECISION_QUALITY = 'decision_quality'
 STRATEGY_NOTES = {
     'stock': 'Nova\'s LibvirtDriver, as without this project',
-    'wrapper': 'Nova\'s XML + every NVIDIA GPU in clique 0 (the QEMU '
-               'wrapper script\'s default; its -device argument written '
-               'as <qemu:override> entries)',
-    'sidecar': 'Nova\'s XML + one pxb-pcie per host NUMA node, <node> = '
-               'the host node number (the KubeVirt sidecar recipe, which '
-               'assumes guest node N is host node N), no cliques',
+    'wrapper': 'Nova\'s XML; the QEMU wrapper script (harness/baselines/'
+               'wrapper.py) rewrites the -device vfio-pci arguments of '
+               'libvirt\'s QEMU command line with the map it ships: every '
+               'GPU of the host in clique 0',
+    'wrapper-best': 'the same script with an operator\'s correct static '
+                    'map for the host (its P2P groups at PXB, from the '
+                    'hand-written tests/fixtures/expected_cliques.py)',
+    'sidecar': 'Nova\'s XML + the KubeVirt sidecar recipe (harness/'
+               'baselines/sidecar.py, lxml): one pxb-pcie per host NUMA '
+               'node, <node> = the host node number (it assumes guest node '
+               'N is host node N), no cliques',
     'ours': 'GPUP2PLibvirtDriver, default [gpu_p2p] options (NCCL: the '
             'guest\'s sysfs alone, no guest agent)',
     'ours+agent': 'the same XML, NCCL reading the topology file the guest '
@@ -248,36 +266,84 @@ def _share(metric: dict) -> str:
     return str(decision_quality.Share(metric['hits'], metric['total']))
 
 
-def print_decision_quality(records: list[dict]) -> None:
-    print('\nDecision quality: each strategy\'s emitted domain XML, parsed '
-          'back, against hosts.EXPECTED and the host topology')
-    header = '%-26s %-16s %-10s' % ('host', 'instance', 'strategy') + ''.join(
-        ' %-13s' % METRIC_TITLES[m] for m in decision_quality.METRICS)
-    print(header)
-    print('-' * len(header))
+def _pooled(records: list[dict], crossed: bool | None = None
+            ) -> dict[str, dict[str, list[int]]]:
+    """Hits and totals per strategy and metric; ``crossed``: only those."""
     totals = {s: {m: [0, 0] for m in decision_quality.METRICS}
               for s in STRATEGY_NOTES}
     for record in records:
+        if 'error' in record or (crossed is not None
+                                 and record['crossed'] != crossed):
+            continue
+        for strategy, found in record['strategies'].items():
+            for metric, value in found.get('metrics', {}).items():
+                totals[strategy][metric][0] += value['hits']
+                totals[strategy][metric][1] += value['total']
+    return totals
+
+
+def refusals(records: list[dict]) -> dict[str, list[str]]:
+    """Strategy -> '<host> <instance>: <libvirt's reason>' per refusal."""
+    found: dict[str, list[str]] = {s: [] for s in STRATEGY_NOTES}
+    for record in records:
+        for strategy, result in record.get('strategies', {}).items():
+            if result['libvirt']['accepted'] is False:
+                found[strategy].append('%s %s: %s' % (
+                    record['host'], _instance(record),
+                    result['libvirt']['reason']))
+    return found
+
+
+def print_decision_quality(records: list[dict]) -> None:
+    print('\nDecision quality: each strategy\'s domain XML through libvirt '
+          '(virt-xml-validate, virsh domxml-to-native), then parsed back, '
+          'with the cliques of QEMU\'s command line, against hosts.EXPECTED '
+          'and the host topology; refused XML scores zero')
+    unchecked = sorted({r['libvirt'] for r in records
+                        if r['libvirt'] != 'checked'})
+    for reason in unchecked:
+        print('\n  *** UNVALIDATED: libvirt could not check the XML (%s); '
+              'the scores below are from the XML alone, and the wrapper, '
+              'which needs libvirt\'s QEMU command line, is not scored ***\n'
+              % reason)
+    header = '%-26s %-22s %-12s' % ('host', 'instance', 'strategy') + ''.join(
+        ' %-13s' % METRIC_TITLES[m] for m in decision_quality.METRICS)
+    print(header)
+    print('-' * len(header))
+    for record in records:
         if 'error' in record:
-            print('%-26s %-16s boot failed: %s' % (
+            print('%-26s %-22s boot failed: %s' % (
                 record['host'], _instance(record), record['error'][:60]))
             continue
         for strategy, found in record['strategies'].items():
-            row = '%-26s %-16s %-10s' % (record['host'], _instance(record),
+            row = '%-26s %-22s %-12s' % (record['host'], _instance(record),
                                          strategy)
-            for metric in decision_quality.METRICS:
-                value = found['metrics'][metric]
-                totals[strategy][metric][0] += value['hits']
-                totals[strategy][metric][1] += value['total']
-                row += ' %-13s' % _share(value)
+            if 'metrics' not in found:
+                print(row + ' not scored: ' + found['not_scored'])
+                continue
+            row += ''.join(' %-13s' % _share(found['metrics'][m])
+                           for m in decision_quality.METRICS)
+            if found['libvirt']['accepted'] is False:
+                row += ' REFUSED by libvirt'
             print(row)
     print('-' * len(header))
-    for strategy, metrics in totals.items():
-        print('%-26s %-16s %-10s' % ('all hosts (pooled)', '', strategy)
-              + ''.join(' %-13s' % decision_quality.Share(*metrics[m])
-                        for m in decision_quality.METRICS))
-    print('\n  instance: all or half of the GPUs Nova is offered, G GPUs + '
-          'N NICs, nX,Y: host nodes of its guest cells (hw:numa_nodes = '
+    for title, crossed in (('all instances (pooled)', None),
+                           ('crossed only (pooled)', True)):
+        for strategy, metrics in _pooled(records, crossed).items():
+            print('%-26s %-22s %-12s' % (title, '', strategy)
+                  + ''.join(' %-13s' % decision_quality.Share(*metrics[m])
+                            for m in decision_quality.METRICS))
+    print('\n  XML libvirt refused (scored zero; false P2P n/a):')
+    for strategy, found in refusals(records).items():
+        print('  %-12s %d of %d' % (strategy + ':', len(found), sum(
+            'strategies' in r for r in records)))
+        for line in found:
+            print('    %s' % line)
+    print('\n  instance: all or half of the GPUs Nova is offered, or '
+          'crossed (a filler server holds host node 0\'s CPUs, so Nova '
+          'fits guest cell 0 on another node: one cell with the second '
+          'node\'s devices, or two cells, cell 0 needing two CPUs); G GPUs '
+          '+ N NICs, nX,Y: host nodes of its guest cells (hw:numa_nodes = '
           'the host nodes its GPUs need; hw:gpu_p2p_clique=auto, '
           'hw:gpu_numa_affinity=preferred); n/a: nothing to count')
     for metric in decision_quality.METRICS:
@@ -422,6 +488,7 @@ def print_topology_memory(result: dict, timings: dict) -> None:
             name, found['pci_functions'], found['gpus'],
             '%.2f' % (timing['seconds_per_call'] * 1e3) if timing else '-',
             found['bytes'] / 1024, found['peak_bytes'] / 1024))
+    print('  %s' % DISCOVERY_NOTE)
     goal = timings.get('discovery[%s]' % DISCOVERY_GOAL_HOST)
     if goal:
         print('  discovery of %s: %.1f ms, goal < %.0f ms: %s' % (

@@ -14,17 +14,22 @@
 
 """The benchmark's decision-quality metrics, on hand-written domain XML.
 
-The metrics judge four strategies, ours included, so they are checked
+The metrics judge the strategies, ours included, so they are checked
 here against documents written by hand: each case breaks one thing the
 guest would see and expects exactly that metric to drop.
 """
 
 import itertools
+import json
 import os
+import shlex
 
 import fixtures
+from lxml import etree
 import testtools
 
+from harness.baselines import sidecar
+from harness.baselines import wrapper
 from harness import decision_quality as dq
 from nova_gpu_p2p.guest import topology_description
 from tests.fixtures import guest_sysfs
@@ -417,3 +422,142 @@ class TestNcclHostClass(testtools.TestCase):
             raise AssertionError('no agent without a description')
         self.assertEqual((6, 9), (lambda s: (s.hits, s.total))(
             dq.nccl_with_agent(OURS, WITH_NICS, agent)))
+
+
+def vfio(address: str, clique: int | None = None) -> str:
+    """One ``-device`` value as libvirt writes it (JSON, no spaces)."""
+    extra = (',"x-nv-gpudirect-clique":%d' % clique
+             if clique is not None else '')
+    return ('{"driver":"vfio-pci","host":"%s","id":"hostdev0",'
+            '"bus":"pci.1","addr":"0x0"%s}' % (address, extra))
+
+
+def argv(*devices: str) -> str:
+    return shlex.join(['/usr/bin/qemu-system-x86_64', '-name', 'x']
+                      + [w for d in devices for w in ('-device', d)])
+
+
+class TestLibvirtVerdict(testtools.TestCase):
+
+    def test_refused_xml_scores_zero(self):
+        found = {name: (share.hits, share.total) for name, share in
+                 dq.evaluate(GOOD, TRUTH, accepted=False).items()}
+        # The totals stay those of the instance; a goal-none metric has
+        # nothing to count (a zero there would read as perfect).
+        self.assertEqual({'p2p_enabled': (0, 1), 'p2p_false': (0, 0),
+                          'numa_match': (0, 5), 'gpu_nic_bus': (0, 3),
+                          'nccl_host_class': (0, 3)}, found)
+
+    def test_cliques_from_qemu_command_line_win(self):
+        # The XML asks A-B together; QEMU is told A, B and C in clique 0.
+        cliques = dq.argv_cliques(argv(vfio(GPU_A, 0), vfio(GPU_B, 0),
+                                       vfio('83:00.0', 0), vfio(NIC_0)))
+        self.assertEqual({GPU_A: 0, GPU_B: 0, GPU_C: 0}, cliques)
+        found = dq.evaluate(GOOD, TRUTH, cliques)
+        self.assertEqual((2, 2), (found['p2p_false'].hits,
+                                  found['p2p_false'].total))
+
+    def test_command_line_without_cliques_enables_nothing(self):
+        found = dq.evaluate(GOOD, TRUTH, dq.argv_cliques(argv(
+            vfio(GPU_A), vfio(GPU_B))))
+        self.assertEqual((0, 1), (found['p2p_enabled'].hits,
+                                  found['p2p_enabled'].total))
+
+
+class TestWrapper(testtools.TestCase):
+
+    def test_default_map_puts_every_gpu_in_clique_0(self):
+        wrapped = wrapper.wrap(
+            shlex.split(argv(vfio(GPU_A), vfio(GPU_C), vfio(NIC_0))),
+            wrapper.default_map([GPU_A, GPU_C]))
+        self.assertEqual({GPU_A: 0, GPU_C: 0},
+                         dq.argv_cliques(shlex.join(wrapped)))
+        # Still JSON QEMU can read, the rest untouched.
+        self.assertEqual(
+            {'driver': 'vfio-pci', 'host': GPU_A, 'id': 'hostdev0',
+             'bus': 'pci.1', 'addr': '0x0', 'x-nv-gpudirect-clique': 0},
+            json.loads(wrapped[wrapped.index('-device') + 1]))
+        self.assertEqual(vfio(NIC_0), wrapped[-1])
+
+    def test_map_keys_are_full_addresses(self):
+        wrapped = wrapper.wrap(['-device', vfio('03:00.0')], {GPU_A: 3})
+        self.assertEqual('3', wrapped[1][-2])
+
+    def test_what_the_script_leaves_alone(self):
+        words = ['-device', vfio(GPU_A, 7),            # already set
+                 '-device', 'vfio-pci,host=%s' % GPU_B,  # not JSON
+                 '-device', vfio(GPU_C),                # not in the map
+                 '-device']                             # dangling
+        self.assertEqual(words, wrapper.wrap(words, {GPU_A: 0, GPU_B: 0}))
+
+
+class TestSidecar(testtools.TestCase):
+
+    def test_expander_bus_per_host_node_with_host_numbers(self):
+        # Guest cell 0 is on host node 1 (domain()'s default): the recipe
+        # still says <node>0</node> for host node 0's devices.
+        xml = sidecar.apply(STOCK, TRUTH.node)
+        view = dq.parse(etree.fromstring(xml.encode()))
+        self.assertEqual({GPU_A: 0, GPU_B: 0, NIC_0: 0, GPU_C: 1, NIC_1: 1},
+                         {d.address: d.guest_node for d in view.devices})
+        self.assertEqual((0, 5), shares(xml)['numa_match'])
+        self.assertEqual((3, 3), shares(xml)['gpu_nic_bus'])
+        # Node 0 (three devices) owns buses 251-254, node 1 248-250.
+        root = etree.fromstring(xml.encode())
+        self.assertEqual(
+            [('251', '0'), ('248', '1')],
+            [(t.get('busNr'), t.findtext('node')) for t in root.iterfind(
+                "./devices/controller[@model='pcie-expander-bus']/target")])
+
+    def test_right_where_guest_node_is_host_node(self):
+        xml = sidecar.apply(STOCK.replace("nodeset='1'", "nodeset='X'")
+                            .replace("nodeset='0'", "nodeset='1'")
+                            .replace("nodeset='X'", "nodeset='0'"),
+                            TRUTH.node)
+        self.assertEqual((5, 5), shares(xml)['numa_match'])
+        self.assertEqual((0, 1), shares(xml)['p2p_enabled'])
+
+    def test_unknown_node_stays_put(self):
+        xml = sidecar.apply(STOCK, {GPU_A: 0})
+        self.assertEqual(
+            [GPU_A], [d.address for d in dq.parse(etree.fromstring(
+                xml.encode())).devices if d.expander_bus is not None])
+
+
+class TestScore(testtools.TestCase):
+    """bench_cloud.score: libvirt's verdict first, then the metrics."""
+
+    def test_refused_strategy_scores_zero_and_says_why(self):
+        from harness import bench_cloud
+        from harness import libvirt_check
+
+        def check(xml):
+            if 'pcie-expander-bus' in xml:
+                return libvirt_check.Verdict(False, 'NUMA node 1 missing')
+            return libvirt_check.Verdict(True, argv=argv(
+                vfio(GPU_A), vfio(GPU_B), vfio(GPU_C)))
+
+        found = bench_cloud.score(
+            {'stock': STOCK, 'wrapper': STOCK, 'sidecar': GOOD},
+            {'wrapper': {GPU_A: 0, GPU_B: 0}}, TRUTH, check)
+        self.assertEqual({'accepted': False, 'reason': 'NUMA node 1 missing'},
+                         found['sidecar']['libvirt'])
+        self.assertEqual({'hits': 0, 'total': 5, 'share': 0.0},
+                         found['sidecar']['metrics']['numa_match'])
+        # The wrapper's cliques come from the command line it rewrote.
+        self.assertEqual(1, found['wrapper']['metrics']['p2p_enabled'][
+            'hits'])
+        self.assertEqual(0, found['stock']['metrics']['p2p_enabled'][
+            'hits'])
+
+    def test_without_libvirt_the_wrapper_is_not_scored(self):
+        from harness import bench_cloud
+        from harness import libvirt_check
+
+        found = bench_cloud.score(
+            {'stock': STOCK, 'wrapper': STOCK}, {'wrapper': {GPU_A: 0}},
+            TRUTH, lambda xml: libvirt_check.Verdict(None, 'no libvirtd'))
+        self.assertIn('not_scored', found['wrapper'])
+        self.assertEqual({'accepted': None, 'reason': 'no libvirtd'},
+                         found['stock']['libvirt'])
+        self.assertIn('metrics', found['stock'])
