@@ -16,26 +16,41 @@
 
 One place to answer "which libvirt/QEMU does this feature need, and why":
 the guest config, the traits and ``nova-gpu-p2p check`` all read these.
-Versions are ``(major, minor, micro)`` as Nova's ``Host.has_min_version``
-takes them.
+Versions are ``(major, minor, micro)`` tuples, the form Nova's
+``Host.has_min_version`` takes and its own ``MIN_LIBVIRT_VERSION`` and
+``MIN_QEMU_VERSION`` use. Nova 33 and 34 need libvirt 8.0.0 and QEMU
+6.2.0 to start at all; a minimum below that is stated for the record but
+never binds on a host that runs Nova.
 """
 
-#: QEMU's vfio-pci ``x-nv-gpudirect-clique`` is a 4-bit field of the
-#: vendor capability it adds (hw/vfio/pci-quirks.c): IDs 0-15.
+#: QEMU 2.12 added vfio-pci's ``x-nv-gpudirect-clique``, a 4-bit field of
+#: the NVIDIA vendor capability it adds (hw/vfio/pci-quirks.c refuses
+#: other values: "valid range 0-15"): IDs 0-15.
 MAX_CLIQUE_ID = 15
 
-#: libvirt 8.2.0 added ``<qemu:override>``, through which the clique
-#: property reaches vfio-pci without a qemu:commandline -set hack.
+#: libvirt 8.2.0 added ``<qemu:override>`` (its ``<qemu:frontend>``
+#: properties), through which the clique ID reaches vfio-pci without a
+#: ``qemu:commandline`` ``-set`` hack. Above Nova's 8.0.0, so it binds.
 LIBVIRT_QEMU_OVERRIDE = (8, 2, 0)
 #: libvirt 6.5.0 added ``<sysinfo type='fwcfg'>``, which carries the guest
-#: topology description.
+#: topology description (below Nova's minimum).
 LIBVIRT_FWCFG = (6, 5, 0)
-#: QEMU 2.4 added named user fw_cfg files (``-fw_cfg name=opt/...``).
-QEMU_FWCFG = (2, 4, 0)
-#: NUMA-bound PCIe expander buses as this driver writes them.
-LIBVIRT_NUMA_AFFINITY = (9, 0, 0)
-QEMU_NUMA_AFFINITY = (7, 2, 0)
-#: libvirt 9.0 (Debian 12) refuses the UEFI domain XML Nova 34 writes;
-#: 11.3 (bookworm-backports) is the oldest release seen to accept it.
+#: libvirt writes an fwcfg entry with a value as ``-fw_cfg
+#: name=...,string=...``: QEMU 2.4 added named user fw_cfg files
+#: (``file=``), 2.5 the ``string=`` form (below Nova's minimum).
+QEMU_FWCFG = (2, 5, 0)
+#: What the guest XML for NUMA affinity needs: libvirt 1.3.4 added
+#: ``pcie-expander-bus`` with ``<target busNr>`` and ``<node>`` (1.2.19
+#: ``pcie-root-port``, 1.1.2 ``<pcihole64>``, 3.9.0 guest cell
+#: ``<distances>``); QEMU 2.6 added ``pxb-pcie`` with ``numa_node`` (2.10
+#: ``-numa dist``). All are older than Nova's own minimums, libvirt 8.0.0
+#: and QEMU 6.2.0 (nova/virt/libvirt/driver.py, Nova 33 and 34), which
+#: are therefore the binding ones.
+LIBVIRT_NUMA_AFFINITY = (8, 0, 0)
+QEMU_NUMA_AFFINITY = (6, 2, 0)
+#: Not a feature minimum but an observation: libvirt 9.0 (Debian 12)
+#: refuses the UEFI domain XML Nova 34 writes (``<os firmware='efi'>``
+#: with ``<loader secure='no'/>``); 11.3 (bookworm-backports) is the
+#: oldest release seen to accept it.
 LIBVIRT_UEFI_XML_REFUSED_BELOW = (9, 1, 0)
 LIBVIRT_UEFI_XML_TESTED = (11, 3, 0)

@@ -169,27 +169,32 @@ class TestNumaAffinity(testtools.TestCase):
         self.assertEqual({NUMA}, traits.numa_affinity(self.host, (11, 3, 0),
                                                       (10, 0, 0)))
 
-    def test_libvirt_8(self):
-        for version in ((8, 0, 0), (8, 2, 0), (8, 10, 0), (8, 999, 999)):
+    def test_novas_minimum_pair(self):
+        """Nova 33/34 start from libvirt 8.0.0 and QEMU 6.2.0: enough."""
+        self.assertEqual({NUMA}, traits.numa_affinity(self.host, (8, 0, 0),
+                                                      (6, 2, 0)))
+
+    def test_libvirt_below_novas_minimum(self):
+        for version in ((7, 10, 0), (7, 9, 99), (1, 3, 4)):
             self.assertEqual(set(), traits.numa_affinity(
                 self.host, version, (7, 2, 0)), version)
 
-    def test_libvirt_9_patch_release(self):
-        self.assertEqual({NUMA}, traits.numa_affinity(self.host, (9, 0, 1),
-                                                      (7, 2, 0)))
+    def test_libvirt_patch_release(self):
+        self.assertEqual({NUMA}, traits.numa_affinity(self.host, (8, 0, 1),
+                                                      (6, 2, 0)))
 
-    def test_qemu_7_1(self):
-        for version in ((7, 1, 0), (7, 1, 99), (6, 2, 0)):
+    def test_qemu_below_novas_minimum(self):
+        for version in ((6, 1, 0), (6, 1, 99), (2, 6, 0)):
             self.assertEqual(set(), traits.numa_affinity(
                 self.host, (9, 0, 0), version), version)
 
     def test_qemu_newer_minor(self):
-        self.assertEqual({NUMA}, traits.numa_affinity(self.host, (9, 0, 0),
-                                                      (8, 0, 0)))
+        self.assertEqual({NUMA}, traits.numa_affinity(self.host, (8, 0, 0),
+                                                      (6, 3, 0)))
 
     def test_both_too_old(self):
-        self.assertEqual(set(), traits.numa_affinity(self.host, (8, 0, 0),
-                                                     (7, 1, 0)))
+        self.assertEqual(set(), traits.numa_affinity(self.host, (7, 0, 0),
+                                                     (6, 1, 0)))
 
     def test_gpus_without_numa_node(self):
         host = _topology(_function(A, None), _function(C, None))
