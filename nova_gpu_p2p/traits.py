@@ -18,22 +18,33 @@ Only the names in :data:`OWNED` are ever added or removed on the compute
 node provider by the driver; every other trait on the provider belongs to
 someone else. :func:`clique_id_trait` names the trait that marks a GPU's
 own provider with its clique when PCI devices are tracked in placement.
+
+os-traits has no standard trait for GPU peer-to-peer or for guest PCIe
+buses bound to NUMA nodes (``COMPUTE_SOCKET_PCI_NUMA_AFFINITY`` is Nova's
+``socket`` PCI NUMA policy, another thing), so these are custom traits,
+named by os-traits' rule for them (:func:`os_traits.normalize_name`).
 """
+
+import os_traits
 
 from nova_gpu_p2p import limits
 from nova_gpu_p2p.topology import host_cliques as cliques_mod
 from nova_gpu_p2p.topology import model
 
-GPU_P2P = 'CUSTOM_GPU_P2P'
-GPU_P2P_NVLINK = 'CUSTOM_GPU_P2P_NVLINK'
-GPU_NUMA_AFFINITY = 'CUSTOM_GPU_NUMA_AFFINITY'
+#: CUSTOM_GPU_P2P: a clique of two or more GPUs.
+GPU_P2P = os_traits.normalize_name('GPU_P2P')
+#: CUSTOM_GPU_P2P_NVLINK: GPUs linked by NVLink.
+GPU_P2P_NVLINK = os_traits.normalize_name('GPU_P2P_NVLINK')
+#: CUSTOM_GPU_NUMA_AFFINITY: guest buses can be bound to NUMA nodes.
+GPU_NUMA_AFFINITY = os_traits.normalize_name('GPU_NUMA_AFFINITY')
 CLIQUE_SIZES = (2, 4, 8, 16)
-GPU_P2P_CLIQUE = {size: 'CUSTOM_GPU_P2P_CLIQUE_%d' % size
+#: CUSTOM_GPU_P2P_CLIQUE_<size>: a clique of at least that size.
+GPU_P2P_CLIQUE = {size: os_traits.normalize_name('GPU_P2P_CLIQUE_%d' % size)
                   for size in CLIQUE_SIZES}
 OWNED = frozenset([GPU_P2P, GPU_P2P_NVLINK, GPU_NUMA_AFFINITY,
                    *GPU_P2P_CLIQUE.values()])
 #: Prefix of the per-GPU trait naming its host clique ID.
-CLIQUE_ID_PREFIX = 'CUSTOM_GPU_P2P_CLIQUE_ID_'
+CLIQUE_ID_PREFIX = os_traits.normalize_name('GPU_P2P_CLIQUE_ID_')
 
 
 def p2p_traits(topology: model.HostTopology,

@@ -14,6 +14,7 @@
 
 """Placement traits, checked against the names written in SPEC.md."""
 
+import os_traits
 import testtools
 
 from nova_gpu_p2p.topology import host_cliques as cliques
@@ -70,6 +71,17 @@ class TestNames(testtools.TestCase):
                        'CUSTOM_GPU_P2P_CLIQUE_16', 'CUSTOM_GPU_P2P_NVLINK',
                        'CUSTOM_GPU_NUMA_AFFINITY']),
             traits.OWNED)
+
+    def test_names_are_legal_custom_traits(self):
+        # What placement accepts: os-traits' custom namespace, A-Z 0-9 _,
+        # at most 255 characters; and none is a standard trait.
+        names = traits.OWNED | {traits.clique_id_trait(i) for i in range(16)}
+        for name in names:
+            self.assertTrue(os_traits.is_custom(name), name)
+            self.assertEqual(name, os_traits.normalize_name(
+                name[len(os_traits.CUSTOM_NAMESPACE):]))
+            self.assertLessEqual(len(name), 255)
+        self.assertEqual(set(), names & set(os_traits.get_traits()))
 
     def test_per_gpu_clique_trait_is_not_owned(self):
         self.assertNotIn('CUSTOM_GPU_P2P_CLIQUE_ID_0', traits.OWNED)
