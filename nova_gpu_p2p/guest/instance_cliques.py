@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import dataclasses
 
 from nova_gpu_p2p import extra_specs
-from nova_gpu_p2p.topology import host_cliques as host_cliques
+from nova_gpu_p2p.topology import host_cliques
 
 #: (address, address) -> link class name, for messages only.
 LinkName = Callable[[str, str], str]
