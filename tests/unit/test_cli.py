@@ -165,7 +165,13 @@ class TestQuiet(CLITestCase):
         result = self.console('check', '--config-file', conf,
                               '--sysfs-root', test_corpus.tree(ACS_HOST))
         self.assertEqual('', result.stderr)
-        self.assertIn('device_spec', result.stdout)
+        self.assertIn('| Check: placement', result.stdout)
+        self.assertIn('by [pci] device_spec', result.stdout)
+        result = self.console('check', '--config-file', conf, '--json',
+                              '--sysfs-root', test_corpus.tree(ACS_HOST))
+        self.assertEqual('', result.stderr)
+        self.assertIn('placement', [
+            c['check'] for c in json.loads(result.stdout)['checks']])
 
     def test_flavor_only_its_settings_on_stderr(self):
         result = self.console('flavor', '--gpus', '8', '--alias', 'h100',

@@ -1,0 +1,92 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Every check of a host, in the order an operator fixes things."""
+
+from collections.abc import Iterable
+from collections.abc import Mapping
+
+from nova_gpu_p2p.checks import acs
+from nova_gpu_p2p.checks import firmware
+from nova_gpu_p2p.checks import numa
+from nova_gpu_p2p.checks import nvswitch
+from nova_gpu_p2p.checks import p2p_level
+from nova_gpu_p2p.checks import placement
+from nova_gpu_p2p.checks import result
+from nova_gpu_p2p.checks import versions as versions_mod
+from nova_gpu_p2p.checks import vfio
+from nova_gpu_p2p.topology import host_cliques
+from nova_gpu_p2p.topology import link_class
+from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import sysfs
+from nova_gpu_p2p import traits as traits_mod
+
+
+def check_findings(findings: Iterable[str]) -> list[result.Check]:
+    """What discovery found odd; the ACS line covers unreadable config."""
+    return [result.warning('discovery', finding)
+            for finding in findings if finding != sysfs.UNREADABLE_CONFIG]
+
+
+def host_checks(topology: model.HostTopology,
+                versions: versions_mod.HostVersions,
+                level: link_class.LinkClass,
+                acs_policy: link_class.AcsPolicy,
+                clique_map: Mapping[str, int] | None = None,
+                sysfs_root: str | None = '/sys',
+                root: str = '/',
+                bindings: model.HostTopology | None = None,
+                pci: placement.PciSettings | None = None
+                ) -> list[result.Check]:
+    """Every check, in the order an operator fixes things.
+
+    :param bindings: where driver and IOMMU group facts come from when the
+        topology backend does not read sysfs (static, nvml); defaults to
+        ``topology``.
+    :param pci: nova.conf's ``[pci]`` settings; None when no nova.conf
+        was read, and then scheduling is not judged.
+    """
+    bindings = bindings if bindings is not None else topology
+    cliques = host_cliques.assign(topology, level, acs_policy, clique_map)
+    numa_traits: set[str] = set()
+    if versions.libvirt is not None and versions.qemu is not None:
+        numa_traits = traits_mod.numa_affinity(topology, versions.libvirt,
+                                               versions.qemu)
+    checks = versions_mod.check_versions(versions, topology,
+                                         cliques.largest() >= 2)
+    checks.append(firmware.check_firmware(root))
+    checks.append(vfio.check_iommu(bindings, sysfs_root, root))
+    checks.extend(vfio.check_bindings(bindings))
+    checks.extend(acs.check_acs(topology, acs_policy, level))
+    checks.extend(numa.check_numa(topology))
+    checks.extend(nvswitch.check_nvswitch(topology))
+    checks.extend(p2p_level.check_p2p_level(
+        topology, level, acs_policy, clique_map, numa_traits, sysfs_root))
+    if pci is not None:
+        checks.extend(placement.check_placement(topology, cliques, pci))
+    checks.extend(check_findings(topology.findings + cliques.findings))
+    return checks
+
+
+def unread_host_checks(versions: versions_mod.HostVersions, error: str,
+                       root: str = '/') -> list[result.Check]:
+    """What can be judged when the GPU topology could not be read."""
+    checks = versions_mod.check_versions(
+        versions, model.HostTopology(functions={}), False)
+    checks.append(firmware.check_firmware(root))
+    checks.append(result.failure(
+        'GPU topology', error,
+        'fix [gpu_p2p] topology_backend and its options, then run '
+        '"nova-gpu-p2p topology"'))
+    return checks

@@ -1,0 +1,228 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""libvirt and QEMU: which versions this host runs, and what they allow.
+
+The versions are asked of libvirtd as the driver would see them; what
+each feature needs is in :mod:`nova_gpu_p2p.limits`.
+"""
+
+from collections.abc import Callable
+import dataclasses
+import importlib
+import subprocess
+
+from oslo_utils import versionutils
+
+from nova_gpu_p2p.checks import result
+from nova_gpu_p2p import limits
+from nova_gpu_p2p.topology import model
+from nova_gpu_p2p import traits as traits_mod
+
+Version = tuple[int, int, int]
+
+VIRSH_VERSION = ('virsh', '-c', 'qemu:///system', 'version', '--daemon')
+
+
+def parse_version(text: str | None) -> Version | None:
+    """``11.3.0``, ``9.0`` or ``QEMU 10.0.2`` as a tuple; None if none.
+
+    The number is the last word, as virsh prints it after the product.
+    """
+    words = (text or '').split()
+    try:
+        parts = versionutils.convert_version_to_tuple(words[-1])
+    except (IndexError, ValueError):
+        return None
+    if not 2 <= len(parts) <= 3:
+        return None
+    return (parts + (0,))[:3]
+
+
+def version_text(version: Version) -> str:
+    return '.'.join(str(part) for part in version)
+
+
+def parse_virsh_version(output: str
+                        ) -> tuple[Version | None, Version | None]:
+    """libvirt and QEMU versions from ``virsh version [--daemon]``.
+
+    The daemon's version is what the driver sees (``getLibVersion`` asks
+    the daemon); the client library's is used only when that is missing.
+    virsh is a command, not the driver's connection, so Nova's
+    ``Host.has_min_version`` cannot be asked here.
+    """
+    fields = {}
+    for line in output.splitlines():
+        key, sep, value = line.partition(':')
+        if sep:
+            fields[key.strip()] = value.strip()
+    libvirt = parse_version(fields.get('Running against daemon')
+                            or fields.get('Using library'))
+    hypervisor = fields.get('Running hypervisor', '')
+    qemu = (parse_version(hypervisor) if hypervisor.startswith('QEMU')
+            else None)
+    return libvirt, qemu
+
+
+@dataclasses.dataclass(frozen=True)
+class HostVersions:
+    libvirt: Version | None
+    qemu: Version | None
+    #: Why a version is missing: the probe's error.
+    error: str | None = None
+
+
+def _split(number: int) -> Version:
+    """libvirt's packed 1000000 * major + 1000 * minor + micro."""
+    return number // 1000000, number // 1000 % 1000, number % 1000
+
+
+def probe_versions(
+        import_module: Callable = importlib.import_module,
+        run: Callable = subprocess.run) -> HostVersions:
+    """Ask libvirtd, through libvirt-python if importable, else virsh.
+
+    nova-compute hosts have libvirt-python, but the CLI may run from a
+    virtualenv without it; virsh is on every libvirt host.
+    """
+    try:
+        libvirt = import_module('libvirt')
+    except ImportError:
+        pass
+    else:
+        try:
+            conn = libvirt.openReadOnly('qemu:///system')
+            try:
+                return HostVersions(_split(conn.getLibVersion()),
+                                    _split(conn.getVersion()))
+            finally:
+                conn.close()
+        except Exception as exc:  # libvirt.libvirtError, without importing
+            return HostVersions(None, None, 'libvirt-python: %s' % exc)
+    try:
+        completed = run(list(VIRSH_VERSION), capture_output=True,
+                        text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return HostVersions(None, None, '%s: %s' % (VIRSH_VERSION[0], exc))
+    libvirt_version, qemu = parse_virsh_version(completed.stdout)
+    error = None
+    if completed.returncode != 0 or libvirt_version is None or qemu is None:
+        output = completed.stderr or completed.stdout or ''
+        lines = output.strip().splitlines()
+        error = '"%s" exited %d: %s' % (
+            ' '.join(VIRSH_VERSION), completed.returncode,
+            lines[-1] if lines else 'no output')
+    return HostVersions(libvirt_version, qemu, error)
+
+
+def check_versions(versions: HostVersions, topology: model.HostTopology,
+                   has_cliques: bool) -> list[result.Check]:
+    """What each feature needs of libvirt and QEMU, and what this host has.
+
+    :param has_cliques: whether the host has a GPU clique, so that guests
+        will be asked for clique IDs.
+    """
+    libvirt, qemu = versions.libvirt, versions.qemu
+    checks = []
+    how = ('start libvirtd (systemctl status libvirtd virtqemud), run this '
+           'as root or a member of the libvirt group, check with "%s", or '
+           'give --libvirt-version and --qemu-version'
+           % ' '.join(VIRSH_VERSION))
+    if libvirt is None:
+        checks.append(result.warning(
+            'libvirt',
+            'version unknown (%s): clique IDs need %s, '
+            'CUSTOM_GPU_NUMA_AFFINITY needs %s'
+            % (versions.error or 'not found',
+               version_text(limits.LIBVIRT_QEMU_OVERRIDE),
+               version_text(limits.LIBVIRT_NUMA_AFFINITY)), how))
+    else:
+        checks.append(_check_override(libvirt, has_cliques))
+        checks.append(_check_uefi_xml(libvirt))
+    if qemu is None:
+        checks.append(result.warning(
+            'QEMU',
+            'version unknown (%s): CUSTOM_GPU_NUMA_AFFINITY needs %s'
+            % (versions.error or 'not found',
+               version_text(limits.QEMU_NUMA_AFFINITY)), how))
+    if libvirt is not None and qemu is not None:
+        checks.append(_check_numa_affinity(libvirt, qemu, topology))
+    return checks
+
+
+def _check_override(libvirt: Version, has_cliques: bool) -> result.Check:
+    needs = version_text(limits.LIBVIRT_QEMU_OVERRIDE)
+    subject = 'libvirt %s' % version_text(libvirt)
+    if libvirt >= limits.LIBVIRT_QEMU_OVERRIDE:
+        return result.success(subject, '<qemu:override> for clique IDs '
+                              '(needs %s)' % needs)
+    consequence = ('guests asking for hw:gpu_p2p_clique get no clique ID '
+                   '(required: rescheduled)')
+    return result.Check(
+        result.Code.FAILURE if has_cliques else result.Code.WARNING, subject,
+        'too old for <qemu:override>, which clique IDs need (%s or later): '
+        '%s' % (needs, consequence if has_cliques else
+                'this host has no GPU clique, so nothing is lost now'),
+        'upgrade libvirt to %s or later (%s)'
+        % (needs, result.see(result.Doc.OLD_LIBVIRT)))
+
+
+def _check_uefi_xml(libvirt: Version) -> result.Check:
+    subject = 'libvirt %s' % version_text(libvirt)
+    tested = version_text(limits.LIBVIRT_UEFI_XML_TESTED)
+    if libvirt < limits.LIBVIRT_UEFI_XML_REFUSED_BELOW:
+        return result.warning(
+            subject,
+            'refuses the UEFI guest XML Nova 34 writes (<os firmware=\'efi\'> '
+            'with <loader secure=\'no\'/>: "loader attribute \'secure\' '
+            'cannot be specified when firmware autoselection is enabled"); '
+            'large-BAR GPUs need UEFI guests',
+            'install libvirt %s or later (%s)'
+            % (tested, result.see(result.Doc.UEFI_XML)))
+    if libvirt < limits.LIBVIRT_UEFI_XML_TESTED:
+        return result.success(
+            subject, 'UEFI guest XML of Nova 34 not tested with this '
+            'release (9.0 refuses it, %s accepts it): boot one '
+            'hw_firmware_type=uefi image to be sure' % tested)
+    return result.success(subject, 'accepts the UEFI guest XML of Nova '
+                          '34 (tested with %s)' % tested)
+
+
+def _check_numa_affinity(libvirt: Version, qemu: Version,
+                         topology: model.HostTopology) -> result.Check:
+    subject = 'QEMU %s' % version_text(qemu)
+    needs = 'libvirt %s and QEMU %s' % (
+        version_text(limits.LIBVIRT_NUMA_AFFINITY),
+        version_text(limits.QEMU_NUMA_AFFINITY))
+    if traits_mod.numa_affinity(topology, libvirt, qemu):
+        return result.success(subject, 'NUMA-bound PCIe expander buses: '
+                              'reports %s (needs %s)'
+                              % (traits_mod.GPU_NUMA_AFFINITY, needs))
+    if (libvirt < limits.LIBVIRT_NUMA_AFFINITY
+            or qemu < limits.QEMU_NUMA_AFFINITY):
+        return result.warning(
+            subject,
+            'with libvirt %s this host does not report %s (needs %s): '
+            'flavors that require it do not land here'
+            % (version_text(libvirt), traits_mod.GPU_NUMA_AFFINITY, needs),
+            'upgrade libvirt and QEMU (%s)'
+            % result.see(result.Doc.OLD_LIBVIRT))
+    if not topology.gpus():
+        return result.success(subject, 'NUMA-bound PCIe expander buses '
+                              '(needs %s), but no NVIDIA GPU to report %s '
+                              'for' % (needs, traits_mod.GPU_NUMA_AFFINITY))
+    return result.warning(
+        subject, 'no NVIDIA GPU with a known NUMA node, so no %s'
+        % traits_mod.GPU_NUMA_AFFINITY, 'see the NUMA line below')

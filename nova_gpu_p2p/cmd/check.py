@@ -1,0 +1,107 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-gpu-p2p check``: gather the host's facts, let
+:mod:`nova_gpu_p2p.checks` judge them, print as nova-status does.
+"""
+
+import argparse
+
+from nova_gpu_p2p.checks import host
+from nova_gpu_p2p.checks import placement
+from nova_gpu_p2p.checks import report
+from nova_gpu_p2p.checks import versions
+from nova_gpu_p2p.cmd import sources
+from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import link_class
+from nova_gpu_p2p.topology import sysfs
+
+
+def _version_arg(text: str) -> versions.Version:
+    version = versions.parse_version(text)
+    if version is None or not text.strip()[:1].isdigit():
+        raise argparse.ArgumentTypeError('%r is not a version such as '
+                                         '11.3.0' % text)
+    return version
+
+
+def _host_versions(args: argparse.Namespace) -> versions.HostVersions:
+    """The versions given on the command line, else libvirtd's own."""
+    if args.libvirt_version and args.qemu_version:
+        return versions.HostVersions(args.libvirt_version,
+                                     args.qemu_version)
+    probed = versions.probe_versions()
+    return versions.HostVersions(args.libvirt_version or probed.libvirt,
+                                 args.qemu_version or probed.qemu,
+                                 probed.error)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    opts = sources.load_conf(args, nova_pci=True)
+    # Without a nova.conf, [pci] holds Nova's defaults, not this host's.
+    pci = (placement.PciSettings(opts.pci.report_in_placement,
+                                 tuple(opts.pci.device_spec))
+           if sources.config_read(opts) else None)
+    group = opts.gpu_p2p
+    level = link_class.LinkClass[args.level or group.p2p_level]
+    policy = link_class.AcsPolicy(group.acs_policy)
+    host_versions = _host_versions(args)
+    try:
+        topology = sources.read_host(args, opts)
+        bindings = None
+        if not args.load and group.topology_backend != 'sysfs':
+            # static and nvml know nothing of drivers and IOMMU groups.
+            bindings = sysfs.SysfsBackend(
+                opts, read_config=sources.no_privileged_read).discover()
+    except backends.TopologyError as exc:
+        if args.load:
+            raise
+        checks = host.unread_host_checks(host_versions, str(exc), args.root)
+    else:
+        checks = host.host_checks(
+            topology, host_versions, level, policy, dict(group.clique_map),
+            sysfs_root=sources.sysfs_read(args, opts), root=args.root,
+            bindings=bindings, pci=pci)
+    if args.json:
+        print(report.to_json(checks))
+    else:
+        report.print_table(checks)
+    return report.exit_status(checks)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    check = sub.add_parser(
+        'check', help='is this compute host ready: libvirt, QEMU, '
+                      'firmware, IOMMU, vfio-pci, ACS, cliques')
+    sources.add_host_source(check, load_help='judge a file written by '
+                                             'capture',
+                            sections='[gpu_p2p] and [pci]')
+    check.add_argument('--root', default='/',
+                       help='read guest firmware and /proc/cmdline under '
+                            'this directory (default /)')
+    check.add_argument('--level', choices=sources.LEVELS,
+                       help='p2p_level to apply instead of the configured '
+                            'one')
+    check.add_argument('--libvirt-version', type=_version_arg,
+                       metavar='X.Y.Z',
+                       help='judge this libvirt version instead of asking '
+                            'libvirtd')
+    check.add_argument('--qemu-version', type=_version_arg,
+                       metavar='X.Y.Z',
+                       help='judge this QEMU version instead of asking '
+                            'libvirtd')
+    check.add_argument('--json', action='store_true',
+                       help='print one JSON object, as nova-status upgrade '
+                            'check --json does')
+    check.set_defaults(func=cmd_check)

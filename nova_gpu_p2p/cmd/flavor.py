@@ -1,0 +1,95 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-gpu-p2p flavor``: the openstack commands for a P2P flavor."""
+
+import argparse
+import sys
+
+from nova_gpu_p2p.cmd import sources
+from nova_gpu_p2p import flavor_commands
+from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import sysfs
+
+
+def _flavor_bars(args: argparse.Namespace) -> tuple[int, ...] | None:
+    """One GPU's 64-bit BARs: ``--bar-gib``, else this host's largest.
+
+    None where neither says: no GPU here (not a compute host).
+    """
+    if args.bar_gib is not None:
+        return flavor_commands.nvidia_bars(args.bar_gib)
+    opts = sources.load_conf(args)
+    try:
+        topology = sysfs.SysfsBackend(
+            opts, read_config=sources.no_privileged_read).discover()
+    except backends.TopologyError:
+        if args.sysfs_root:
+            raise
+        return None
+    return flavor_commands.largest_bars(topology.gpus())
+
+
+def cmd_flavor(args: argparse.Namespace) -> int:
+    request = flavor_commands.FlavorRequest(
+        gpus=args.gpus, alias=args.alias, numa_nodes=args.numa_nodes,
+        name=args.name, vcpus=args.vcpus, ram_mb=args.ram,
+        disk_gb=args.disk, gpu_bars=_flavor_bars(args))
+    print('\n'.join(flavor_commands.commands(request)), flush=True)
+    # After the commands, on stderr: standard output stays a shell script
+    # (the devstack plugin runs it), and these lines paste into nova.conf.
+    print('\n'.join(flavor_commands.scheduler_settings()), file=sys.stderr)
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError('%r is not a whole number of 1 or '
+                                         'more' % text)
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    flavor = sub.add_parser(
+        'flavor', help='print the openstack commands for a P2P flavor')
+    flavor.add_argument('--gpus', type=int, required=True,
+                        help='GPUs per server, all in one P2P clique')
+    flavor.add_argument('--alias', required=True,
+                        help='the [pci] alias name of the GPUs')
+    flavor.add_argument('--numa-nodes', type=int, default=1,
+                        help='guest NUMA nodes: as many as the host NUMA '
+                             'nodes the GPUs sit on (default 1)')
+    flavor.add_argument('--name', help='flavor name (default '
+                                       'gpu-p2p.<N>x)')
+    flavor.add_argument('--vcpus', type=int,
+                        help='dedicated vCPUs (default 8 per GPU, rounded '
+                             'up to a multiple of --numa-nodes)')
+    flavor.add_argument('--ram', type=int, metavar='MB',
+                        help='RAM in MB (default 64 GiB per GPU, rounded '
+                             'up to whole GiB per NUMA node)')
+    flavor.add_argument('--disk', type=int, default=100, metavar='GB',
+                        help='root disk in GB (default 100)')
+    bars = flavor.add_mutually_exclusive_group()
+    bars.add_argument('--bar-gib', type=_positive, metavar='N',
+                      help='each GPU\'s large BAR (BAR1) in GiB, which '
+                           'sizes hw:maxphysaddr_bits (default: the '
+                           'largest of this host\'s GPUs)')
+    bars.add_argument('--sysfs-root',
+                      help='read the GPUs\' BARs in this directory as /sys')
+    # The flavor is the cloud's, not this host's: no nova.conf.
+    flavor.set_defaults(func=cmd_flavor, no_config=True)

@@ -1,0 +1,209 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-gpu-p2p topology``: the GPUs as the driver sees them."""
+
+import argparse
+import json
+import sys
+
+from nova_gpu_p2p.checks import p2p_level
+from nova_gpu_p2p.checks import result as check_result
+from nova_gpu_p2p.cmd import sources
+from nova_gpu_p2p import device_spec
+from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import link_class
+from nova_gpu_p2p import traits
+
+#: Per GPU pair in --json: the switch downstream ports that send its P2P
+#: traffic up, by why.
+_ROUTE_KEYS = {
+    link_class.AcsRoute.REQUEST_REDIRECT: 'acs_redirect',
+    link_class.AcsRoute.EGRESS_CONTROL: 'acs_egress_control',
+    link_class.AcsRoute.UNKNOWN: 'acs_unknown',
+}
+
+
+def to_json(result: discovery.HostGPUs, level: str, acs_policy: str,
+            config_files: list[str] | None = None) -> dict:
+    topology = result.topology
+    policy = link_class.AcsPolicy(acs_policy)
+    gpus = topology.gpus()
+    links = {}
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            routes = link_class.routing_ports(topology, a.address, b.address)
+            link = {
+                'pcie': link_class.pcie_class(topology, a.address,
+                                              b.address).name,
+                'effective': link_class.effective_class(
+                    topology, a.address, b.address, policy).name,
+            }
+            for route, key in _ROUTE_KEYS.items():
+                link[key] = [port for port, why in routes.items()
+                             if route in why]
+            # A static topology's own answer, which decides the pair.
+            link['override'] = topology.p2p_overrides.get(
+                frozenset((a.address, b.address)))
+            links['%s %s' % (a.address, b.address)] = link
+    return {
+        'p2p_level': level,
+        'acs_policy': acs_policy,
+        'config_files': list(config_files or ()),
+        'gpus': [{'address': g.address, 'numa_node': g.numa_node,
+                  'root_complex': g.root_complex,
+                  'clique': result.cliques.ids[g.address],
+                  'device': '0x%04x' % g.device, 'driver': g.driver,
+                  'iommu_group': g.iommu_group}
+                 for g in gpus],
+        'nics': [{'address': f.address, 'numa_node': f.numa_node,
+                  'root_complex': f.root_complex}
+                 for f in sorted(topology.functions.values(),
+                                 key=lambda f: f.address) if f.is_nic],
+        'links': links,
+        'cliques': [list(g) for g in result.cliques.groups
+                    if result.cliques.ids[g[0]] is not None],
+        'traits': sorted(traits.p2p_traits(topology, result.cliques)),
+        'config_space_read': topology.config_space_read,
+        'findings': list(topology.findings + result.cliques.findings),
+    }
+
+
+def _numa(node: int | None) -> str:
+    return '-' if node is None else str(node)
+
+
+def _cell(link: dict) -> tuple[str, str]:
+    """A pair's matrix cell, and its legend mark ('' for none).
+
+    A static topology's answer decides the pair: it is shown, not the
+    class of a PCI tree it overrides.
+    """
+    if link['override'] is not None:
+        return ('OK' if link['override'] else 'NS'), 'static'
+    if link['effective'] == link['pcie']:
+        return link['effective'], ''
+    # Read ACS settings, else ACS that could not be read.
+    read = link['acs_redirect'] or link['acs_egress_control']
+    mark = '*' if read else '?'
+    return link['effective'] + mark, mark
+
+
+_LEGEND = {
+    '*': '* = made worse by ACS P2P request redirect or egress control',
+    '?': '? = made worse by ACS that could not be read, counted as '
+         'request redirect on',
+    'static': 'OK, NS = P2P capable or not, as the static topology says '
+              '(p2p_level does not apply)',
+}
+
+
+def render_matrix(report: dict) -> str:
+    """An ``nvidia-smi topo -m`` style table of the GPUs."""
+    gpus = report['gpus']
+    labels = ['GPU%d' % i for i in range(len(gpus))]
+    header = '%-14s %-5s %-12s %s' % ('PCI address', 'NUMA',
+                                      'root complex', 'clique')
+    lines = ['%-6s' % '' + ''.join('%-7s' % label for label in labels)
+             + header]
+    marks = set()
+    for i, gpu in enumerate(gpus):
+        cells = []
+        for j, other in enumerate(gpus):
+            if i == j:
+                cells.append('X')
+                continue
+            pair = sorted((gpu['address'], other['address']))
+            cell, mark = _cell(report['links']['%s %s' % tuple(pair)])
+            marks.add(mark)
+            cells.append(cell)
+        lines.append('%-6s' % labels[i] + ''.join('%-7s' % c for c in cells)
+                     + '%-14s %-5s %-12s %s' % (
+                         gpu['address'], _numa(gpu['numa_node']),
+                         gpu['root_complex'],
+                         '-' if gpu['clique'] is None else gpu['clique']))
+    lines.append('')
+    legend = 'p2p_level=%s acs_policy=%s (%s)' % (
+        report['p2p_level'], report['acs_policy'],
+        'from ' + ', '.join(report['config_files'])
+        if report['config_files'] else 'defaults: no nova.conf read')
+    lines.append('; '.join([legend] + [_LEGEND[mark] for mark in _LEGEND
+                                       if mark in marks]))
+    lines.extend(_nic_lines(report))
+    lines.append('traits: %s' % (' '.join(report['traits']) or '(none)'))
+    lines.extend('note: %s' % finding for finding in report['findings'])
+    return '\n'.join(lines)
+
+
+def _nic_lines(report: dict) -> list[str]:
+    return ['NIC %s numa_node %s root complex %s' % (
+        nic['address'], _numa(nic['numa_node']), nic['root_complex'])
+        for nic in report['nics']]
+
+
+def _sentence(text: str) -> str:
+    return '%s%s.' % (text[:1].upper(), text[1:])
+
+
+def render_no_gpu(report: dict, check: check_result.Check) -> str:
+    """No matrix to show: say so, and where to look."""
+    return '\n'.join([_sentence(check.message), _sentence(check.fix)]
+                     + _nic_lines(report)
+                     + ['note: %s' % f for f in report['findings']])
+
+
+def cmd_topology(args: argparse.Namespace) -> int:
+    opts = sources.load_conf(args)
+    level = args.level or opts.gpu_p2p.p2p_level
+    result = discovery.evaluate(sources.read_host(args, opts), opts,
+                                link_class.LinkClass[level])
+    report = to_json(result, level, opts.gpu_p2p.acs_policy,
+                     sources.config_read(opts))
+    if args.device_spec:
+        lines = [device_spec.entry(address, clique)
+                 for address, clique in sorted(result.cliques.ids.items())
+                 if clique is not None]
+        # Notes go to stderr, so that stdout can be pasted into nova.conf.
+        if not lines:
+            print('No GPU is in a clique at p2p_level %s: nothing to tag.'
+                  % level, file=sys.stderr)
+        else:
+            print('Put these [pci] device_spec lines before broader entries '
+                  '(Nova uses the first that matches) and add the keys those '
+                  'carry (resource_class, ...).', file=sys.stderr)
+            print('\n'.join(lines))
+    elif args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+    elif not report['gpus']:
+        print(render_no_gpu(report, p2p_level.no_gpu(
+            result.topology, sources.sysfs_read(args, opts))))
+    else:
+        print(render_matrix(report))
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    topo = sub.add_parser('topology', help='show GPU links and cliques')
+    sources.add_host_source(topo, load_help='read a file written by capture')
+    topo.add_argument('--level', choices=sources.LEVELS,
+                      help='p2p_level to apply instead of the configured '
+                           'one')
+    output = topo.add_mutually_exclusive_group()
+    output.add_argument('--json', action='store_true',
+                        help='print one JSON object')
+    output.add_argument('--device-spec', action='store_true',
+                        help='print [pci] device_spec lines that tag each '
+                             'GPU\'s placement provider with its clique '
+                             '(for [pci] report_in_placement)')
+    topo.set_defaults(func=cmd_topology)
