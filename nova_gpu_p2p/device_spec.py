@@ -53,6 +53,16 @@ def entry(address: str, clique_id: int) -> str:
         CLIQUE_TAG: str(clique_id)})
 
 
+def provider_name(nodename: str, address: str) -> str:
+    """Nova's name for a PCI device's placement provider.
+
+    ``<nodename>_<ADDRESS>`` (``PlacementView._get_rp_name_for_address``
+    in ``nova.compute.pci_placement_translator``, a private method, so
+    :func:`nova_gpu_p2p.nova_hooks.check` compares the two at start-up).
+    """
+    return '%s_%s' % (nodename, address.upper())
+
+
 def tag_clique(tags: Mapping[str, str | None]) -> int | None:
     """The clique ID a device_spec tag set (or PCI pool) carries.
 

@@ -184,8 +184,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         ids = self.host_gpus.cliques.ids
         provider_traits = {}
         for address in ids:
-            # Nova's name for a PCI device's provider (upper-case address).
-            name = '%s_%s' % (nodename, address.upper())
+            name = device_spec.provider_name(nodename, address)
             if provider_tree.exists(name):
                 provider_traits[address] = provider_tree.data(name).traits
         functions = self.host_gpus.topology.functions

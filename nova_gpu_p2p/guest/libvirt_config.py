@@ -18,12 +18,23 @@ In the style of ``nova.virt.libvirt.config``: one small class per XML
 element, built as objects and serialised by ``format_dom``, never as text.
 Where Nova already has a class for the element (a hostdev, a NUMA cell,
 the pcie-root controller, the domain itself), ours subclasses it and
-:meth:`_Adopting.adopt` takes over the object Nova built, unchanged, so
-only the added attributes are ours.
+:meth:`_FromNova.from_nova` builds a new one, through the constructor,
+with the values of the fields Nova's class declares; the added attributes
+are ours. Guest device addresses are Nova's own
+``LibvirtConfigGuestDeviceAddressPCI`` (:func:`guest_address`).
+
+Each such class names in ``ADDED_ELEMENTS`` the children it writes that
+Nova's ``format_dom`` does not (a hostdev's ``<alias>``, which Nova only
+parses, among them): :func:`nova_gpu_p2p.nova_hooks.check` refuses to
+start on a Nova that writes one of them itself.
 """
+
+import functools
 
 from lxml import etree
 from nova.virt.libvirt import config as vconfig
+
+from nova_gpu_p2p import nova_hooks
 
 #: libvirt's namespace for QEMU-specific domain XML.
 QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
@@ -32,38 +43,75 @@ GPU_P2P_NS = 'http://openstack.org/xmlns/libvirt/nova-gpu-p2p/1.0'
 CLIQUE_PROPERTY = 'x-nv-gpudirect-clique'
 
 
-class _Adopting:
-    """Take over an object Nova built, keeping every attribute it set."""
+@functools.lru_cache(maxsize=None)
+def nova_fields(nova_class: type) -> frozenset[str]:
+    """The attributes a Nova config class declares: those its __init__ sets.
+
+    ``format_dom`` writes from these; they are what a copy must carry.
+    """
+    return frozenset(vars(nova_class()))
+
+
+def _copy_fields(nova_object, built):
+    """``built`` with the values of the fields ``nova_object`` declares.
+
+    Raises IncompatibleNova where the object carries an attribute its
+    class does not declare (a Nova that sets fields outside ``__init__``):
+    copying the declared ones would drop it silently.
+    """
+    fields = nova_fields(type(nova_object))
+    undeclared = set(vars(nova_object)) - fields
+    if undeclared:
+        raise nova_hooks.IncompatibleNova(
+            'nova-gpu-p2p cannot extend a %s carrying %s, which its class '
+            'does not declare' % (type(nova_object).__name__,
+                                  ', '.join(sorted(undeclared))))
+    for name in fields:
+        setattr(built, name, getattr(nova_object, name))
+    return built
+
+
+def rebuilt(nova_object):
+    """A new object of Nova's class, with the same field values."""
+    return _copy_fields(nova_object, type(nova_object)())
+
+
+class _FromNova:
+    """Ours, built from the object Nova built, which stays untouched."""
+
+    #: Nova's class this one extends.
+    NOVA: type
+    #: Child elements ours adds and Nova's never writes.
+    ADDED_ELEMENTS: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.NOVA = next(base for base in cls.__mro__[1:]
+                        if base.__module__ == vconfig.__name__)
 
     @classmethod
-    def adopt(cls, nova_object, **added):
-        adopted = cls.__new__(cls)
-        adopted.__dict__.update(vars(nova_object))
-        adopted.__dict__.update(added)
-        return adopted
+    def from_nova(cls, nova_object, **added):
+        """A new ``cls`` with ``nova_object``'s field values and ``added``."""
+        if type(nova_object) is not cls.NOVA:
+            raise TypeError('%s extends %s, not %s' % (
+                cls.__name__, cls.NOVA.__name__, type(nova_object).__name__))
+        built = _copy_fields(nova_object, cls())
+        for name, value in added.items():
+            if name not in vars(built):
+                raise TypeError('%s has no field %s' % (cls.__name__, name))
+            setattr(built, name, value)
+        return built
 
 
-class PCIAddress(vconfig.LibvirtConfigObject):
-    """``<address type='pci'>`` of a device in the guest."""
-
-    def __init__(self, bus: int, slot: int, function: int = 0,
-                 domain: int = 0) -> None:
-        super().__init__(root_name='address')
-        self.domain = domain
-        self.bus = bus
-        self.slot = slot
-        self.function = function
-
-    def attributes(self) -> dict[str, str]:
-        return {'type': 'pci', 'domain': '0x%04x' % self.domain,
-                'bus': '0x%02x' % self.bus, 'slot': '0x%02x' % self.slot,
-                'function': '0x%x' % self.function}
-
-    def format_dom(self):
-        return etree.Element('address', self.attributes())
-
-    def format_into(self, parent) -> None:
-        etree.SubElement(parent, 'address', self.attributes())
+def guest_address(bus: int, slot: int, function: int = 0, domain: int = 0
+                  ) -> vconfig.LibvirtConfigGuestDeviceAddressPCI:
+    """Nova's ``<address type='pci'>``, for a device in the guest."""
+    address = vconfig.LibvirtConfigGuestDeviceAddressPCI()
+    address.domain = '0x%04x' % domain
+    address.bus = '0x%02x' % bus
+    address.slot = '0x%02x' % slot
+    address.function = '0x%x' % function
+    return address
 
 
 class PCIeExpanderBus(vconfig.LibvirtConfigGuestController):
@@ -89,22 +137,28 @@ class PCIeExpanderBus(vconfig.LibvirtConfigGuestController):
 class PCIeRootPort(vconfig.LibvirtConfigGuestPCIeRootPortController):
     """A ``pcie-root-port`` at a given address, e.g. on an expander bus."""
 
-    def __init__(self, index: int, address: PCIAddress) -> None:
+    def __init__(self, index: int,
+                 address: vconfig.LibvirtConfigGuestDeviceAddressPCI
+                 ) -> None:
         super().__init__()
         self.index = index
         self.address = address
 
     def format_dom(self):
         controller = super().format_dom()
-        self.address.format_into(controller)
+        controller.append(self.address.format_dom())
         return controller
 
 
-class PCIeRootController(_Adopting,
+class PCIeRootController(_FromNova,
                          vconfig.LibvirtConfigGuestPCIeRootController):
     """Nova's ``pcie-root``, with index 0 and an optional ``<pcihole64>``."""
 
-    pcihole64_kib: int | None = None
+    ADDED_ELEMENTS = ('pcihole64',)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pcihole64_kib: int | None = None
 
     def format_dom(self):
         controller = super().format_dom()
@@ -116,15 +170,21 @@ class PCIeRootController(_Adopting,
         return controller
 
 
-class HostdevPCI(_Adopting, vconfig.LibvirtConfigGuestHostdevPCI):
+class HostdevPCI(_FromNova, vconfig.LibvirtConfigGuestHostdevPCI):
     """Nova's PCI hostdev, plus alias, ``<driver>`` and guest address.
 
-    Nova parses a hostdev's alias but never writes one; the clique
-    override needs a user alias (``ua-``) to name the device.
+    Nova parses a hostdev's alias (its ``alias`` field) but does not write
+    it; the clique override needs a user alias (``ua-``) to name the
+    device.
     """
 
-    driver_name: str | None = None
-    guest_address: PCIAddress | None = None
+    ADDED_ELEMENTS = ('driver', 'alias', 'address')
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.driver_name: str | None = None
+        self.guest_address: (vconfig.LibvirtConfigGuestDeviceAddressPCI
+                             | None) = None
 
     def format_dom(self):
         dev = super().format_dom()
@@ -133,27 +193,36 @@ class HostdevPCI(_Adopting, vconfig.LibvirtConfigGuestHostdevPCI):
         if self.alias is not None:
             etree.SubElement(dev, 'alias', name=self.alias)
         if self.guest_address is not None:
-            self.guest_address.format_into(dev)
+            dev.append(self.guest_address.format_dom())
         return dev
 
 
-class HostdevInterface(_Adopting, vconfig.LibvirtConfigGuestInterface):
+class HostdevInterface(_FromNova, vconfig.LibvirtConfigGuestInterface):
     """Nova's ``<interface type='hostdev'>``, plus a guest address."""
 
-    guest_address: PCIAddress | None = None
+    ADDED_ELEMENTS = ('address',)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.guest_address: (vconfig.LibvirtConfigGuestDeviceAddressPCI
+                             | None) = None
 
     def format_dom(self):
         dev = super().format_dom()
         if self.guest_address is not None:
-            self.guest_address.format_into(dev)
+            dev.append(self.guest_address.format_dom())
         return dev
 
 
-class NUMACell(_Adopting, vconfig.LibvirtConfigGuestCPUNUMACell):
+class NUMACell(_FromNova, vconfig.LibvirtConfigGuestCPUNUMACell):
     """Nova's guest NUMA cell, plus ``<distances>`` to every cell."""
 
-    #: Guest cell id -> distance.
-    distances: dict[int, int] | None = None
+    ADDED_ELEMENTS = ('distances',)
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: Guest cell id -> distance.
+        self.distances: dict[int, int] | None = None
 
     def format_dom(self):
         cell = super().format_dom()
@@ -256,11 +325,15 @@ class SysinfoFwCfg(vconfig.LibvirtConfigObject):
         return sysinfo
 
 
-class Guest(_Adopting, vconfig.LibvirtConfigGuest):
+class Guest(_FromNova, vconfig.LibvirtConfigGuest):
     """Nova's domain, plus fw_cfg entries and ``<qemu:override>``."""
 
-    fw_cfg: SysinfoFwCfg | None = None
-    qemu_override: QemuOverride | None = None
+    ADDED_ELEMENTS = ('{%s}override' % QEMU_NS,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fw_cfg: SysinfoFwCfg | None = None
+        self.qemu_override: QemuOverride | None = None
 
     def format_dom(self):
         root = super().format_dom()

@@ -19,9 +19,6 @@ and the instance (never recomputing what Nova decided), and applies a
 :class:`~nova_gpu_p2p.guest.plan.GuestPlan` back onto the same objects.
 """
 
-import copy
-import functools
-
 from nova.compute import vm_states
 from nova.virt.libvirt import config as vconfig
 
@@ -35,23 +32,21 @@ from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.topology import model
 
 
-@functools.lru_cache(maxsize=4096)
-def _hostdev_address(domain: str, bus: str, slot: str, function: str) -> str:
-    """A hostdev's source address fields (hex, ``0x`` or not) as sysfs'.
+def _hostdev_address(hostdev: vconfig.LibvirtConfigGuestHostdevPCI) -> str:
+    """A hostdev's source address as sysfs spells it.
 
-    Cached: the same few hundred devices of a host come by on every guest
-    config Nova builds.
+    Nova writes the fields as its PCI records hold them (``81``) and parses
+    libvirt's (``0x81``): both read as hex, as in Nova's own ``__eq__``.
     """
-    return pci_address.normalize('%s:%s:%s.%s' % tuple(
-        str(field).replace('0x', '')
-        for field in (domain, bus, slot, function)))
+    return '%04x:%02x:%02x.%x' % tuple(
+        int(field, 16) for field in (hostdev.domain, hostdev.bus,
+                                     hostdev.slot, hostdev.function))
 
 
 def _host_address(device) -> tuple[str, bool] | None:
     """(host address, attached as an interface) of a passthrough device."""
     if isinstance(device, vconfig.LibvirtConfigGuestHostdevPCI):
-        return _hostdev_address(device.domain, device.bus, device.slot,
-                                device.function), False
+        return _hostdev_address(device), False
     if (isinstance(device, vconfig.LibvirtConfigGuestInterface)
             and device.net_type == 'hostdev'):
         return pci_address.normalize(device.source_dev), True
@@ -134,23 +129,23 @@ def _device(device, plan: plan_mod.GuestPlan,
     if host is None:
         if (isinstance(device, vconfig.LibvirtConfigGuestPCIeRootController)
                 and plan.buses.buses):
-            return libvirt_config.PCIeRootController.adopt(device)
+            return libvirt_config.PCIeRootController.from_nova(device)
         return device
     address, interface = host
     placed = plan.buses.port_of(address)
-    guest_address = (libvirt_config.PCIAddress(bus=placed[1].index, slot=0)
+    guest_address = (libvirt_config.guest_address(bus=placed[1].index, slot=0)
                      if placed else None)
     if interface:
         if guest_address is None:
             return device
-        return libvirt_config.HostdevInterface.adopt(
+        return libvirt_config.HostdevInterface.from_nova(
             device, guest_address=guest_address)
     if address not in plan.cliques and guest_address is None:
         return device
     # vfio is libvirt's only PCI passthrough backend today; naming it lets
     # libvirt build the command line where /dev/vfio is not visible (its
     # default otherwise fails with "invalid PCI passthrough type").
-    hostdev = libvirt_config.HostdevPCI.adopt(
+    hostdev = libvirt_config.HostdevPCI.from_nova(
         device, guest_address=guest_address, driver_name='vfio')
     if address in plan.cliques:
         hostdev.alias = device_alias(address)
@@ -165,8 +160,9 @@ def _controllers(plan: plan_mod.GuestPlan) -> list:
         controllers.append(libvirt_config.PCIeExpanderBus(
             bus.index, bus.bus_nr, bus.guest_node))
         controllers.extend(
-            libvirt_config.PCIeRootPort(port.index, libvirt_config.PCIAddress(
-                bus=bus.index, slot=port.slot))
+            libvirt_config.PCIeRootPort(
+                port.index,
+                libvirt_config.guest_address(bus=bus.index, slot=port.slot))
             for port in bus.ports)
     return controllers
 
@@ -194,7 +190,7 @@ def apply(guest: vconfig.LibvirtConfigGuest,
 
     Only the order of Nova's PCI hostdevs changes, to host address order.
     """
-    result = libvirt_config.Guest.adopt(
+    result = libvirt_config.Guest.from_nova(
         guest, qemu_override=libvirt_config.QemuOverride())
     result.devices = [_device(d, plan, result.qemu_override)
                       for d in _in_address_order(guest.devices)]
@@ -203,18 +199,17 @@ def apply(guest: vconfig.LibvirtConfigGuest,
                      if isinstance(d, libvirt_config.PCIeRootController)),
                     None)
         if root is None:
-            root = libvirt_config.PCIeRootController.adopt(
-                vconfig.LibvirtConfigGuestPCIeRootController())
+            root = libvirt_config.PCIeRootController()
             result.devices.insert(0, root)
         if plan.hole64 is not None and plan.hole64.size:
             root.pcihole64_kib = plan.hole64.size // 1024
         result.devices.extend(_controllers(plan))
     if plan.distances is not None:
         # New cpu and numa containers: Nova's own objects stay unchanged.
-        result.cpu = copy.copy(guest.cpu)
-        result.cpu.numa = copy.copy(guest.cpu.numa)
+        result.cpu = libvirt_config.rebuilt(guest.cpu)
+        result.cpu.numa = libvirt_config.rebuilt(guest.cpu.numa)
         result.cpu.numa.cells = [
-            libvirt_config.NUMACell.adopt(cell, distances=dict(
+            libvirt_config.NUMACell.from_nova(cell, distances=dict(
                 enumerate(plan.distances[position])))
             for position, cell in enumerate(guest.cpu.numa.cells)]
     if plan.guest_topology is not None:

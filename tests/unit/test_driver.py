@@ -34,6 +34,7 @@ from nova_gpu_p2p import conf
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import driver
 from nova_gpu_p2p.guest import libvirt_config
+from nova_gpu_p2p import limits
 from nova_gpu_p2p import nova_hooks
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as cliques
@@ -454,6 +455,16 @@ def _no_numa_pair():
                                 ids={GPU_A: 0, GPU_B: 0}))
 
 
+def _just_below(version: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The release before ``version``, as far as a comparison goes."""
+    major, minor, micro = version
+    if micro:
+        return major, minor, micro - 1
+    if minor:
+        return major, minor - 1, 999
+    return major - 1, 999, 999
+
+
 class TestUpdateProviderTree(testtools.TestCase):
     """Our traits on a real ProviderTree, Nova's own method mocked."""
 
@@ -586,12 +597,12 @@ class TestUpdateProviderTree(testtools.TestCase):
             topology=good.topology, cliques=good.cliques, error='boom')
         self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
 
-    def test_numa_trait_needs_libvirt_9(self):
-        self.libvirt.return_value = (8, 10, 0)
+    def test_numa_trait_needs_its_libvirt(self):
+        self.libvirt.return_value = _just_below(limits.LIBVIRT_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
 
-    def test_numa_trait_needs_qemu_7_2(self):
-        self.qemu.return_value = (7, 1, 0)
+    def test_numa_trait_needs_its_qemu(self):
+        self.qemu.return_value = _just_below(limits.QEMU_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
 
     def test_numa_trait_with_backports(self):
@@ -601,11 +612,11 @@ class TestUpdateProviderTree(testtools.TestCase):
                          self.update())
 
     def test_numa_trait_follows_versions(self):
-        self.libvirt.return_value = (8, 0, 0)
+        self.libvirt.return_value = _just_below(limits.LIBVIRT_NUMA_AFFINITY)
         self.assertNotIn(NUMA, self.update())
-        self.libvirt.return_value = (9, 0, 0)
+        self.libvirt.return_value = limits.LIBVIRT_NUMA_AFFINITY
         self.assertIn(NUMA, self.update())
-        self.qemu.return_value = (6, 2, 0)
+        self.qemu.return_value = _just_below(limits.QEMU_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
 
     def test_numa_trait_needs_a_gpu_numa_node(self):

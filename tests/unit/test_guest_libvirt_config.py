@@ -20,22 +20,23 @@ from nova.virt.libvirt import config as vconfig
 import testtools
 
 from nova_gpu_p2p.guest import libvirt_config as lc
+from nova_gpu_p2p import nova_hooks
 
 QEMU = '{http://libvirt.org/schemas/domain/qemu/1.0}'
 
 
-class TestPCIAddress(testtools.TestCase):
+class TestGuestAddress(testtools.TestCase):
 
     def test_format(self):
-        dom = lc.PCIAddress(bus=5, slot=0).format_dom()
+        dom = lc.guest_address(bus=5, slot=0).format_dom()
         self.assertEqual('address', dom.tag)
         self.assertEqual({'type': 'pci', 'domain': '0x0000', 'bus': '0x05',
                           'slot': '0x00', 'function': '0x0'},
                          dict(dom.attrib))
 
     def test_format_hex(self):
-        dom = lc.PCIAddress(bus=0x1a, slot=31, function=7,
-                            domain=1).format_dom()
+        dom = lc.guest_address(bus=0x1a, slot=31, function=7,
+                               domain=1).format_dom()
         self.assertEqual('0x0001', dom.get('domain'))
         self.assertEqual('0x1a', dom.get('bus'))
         self.assertEqual('0x1f', dom.get('slot'))
@@ -68,7 +69,7 @@ class TestPCIeExpanderBus(testtools.TestCase):
 class TestPCIeRootPort(testtools.TestCase):
 
     def test_format(self):
-        port = lc.PCIeRootPort(4, lc.PCIAddress(bus=3, slot=1))
+        port = lc.PCIeRootPort(4, lc.guest_address(bus=3, slot=1))
         dom = port.format_dom()
         self.assertEqual({'type': 'pci', 'index': '4',
                           'model': 'pcie-root-port'}, dict(dom.attrib))
@@ -79,22 +80,22 @@ class TestPCIeRootPort(testtools.TestCase):
 
     def test_is_a_nova_root_port(self):
         self.assertIsInstance(
-            lc.PCIeRootPort(4, lc.PCIAddress(bus=3, slot=0)),
+            lc.PCIeRootPort(4, lc.guest_address(bus=3, slot=0)),
             vconfig.LibvirtConfigGuestPCIeRootPortController)
 
 
 class TestPCIeRootController(testtools.TestCase):
 
-    def test_adopted_without_hole(self):
+    def test_built_without_hole(self):
         nova = vconfig.LibvirtConfigGuestPCIeRootController()
-        dom = lc.PCIeRootController.adopt(nova).format_dom()
+        dom = lc.PCIeRootController.from_nova(nova).format_dom()
         self.assertEqual({'type': 'pci', 'index': '0',
                           'model': 'pcie-root'}, dict(dom.attrib))
         self.assertEqual([], list(dom))
 
     def test_hole(self):
         nova = vconfig.LibvirtConfigGuestPCIeRootController()
-        root = lc.PCIeRootController.adopt(nova, pcihole64_kib=134217728)
+        root = lc.PCIeRootController.from_nova(nova, pcihole64_kib=134217728)
         dom = root.format_dom()
         hole = dom.find('pcihole64')
         self.assertEqual('134217728', hole.text)
@@ -104,12 +105,12 @@ class TestPCIeRootController(testtools.TestCase):
         nova = vconfig.LibvirtConfigGuestPCIeRootController()
         self.assertIsNone(nova.index)
         self.assertNotIn('index', nova.format_dom().attrib)
-        self.assertEqual(
-            '0', lc.PCIeRootController.adopt(nova).format_dom().get('index'))
+        self.assertEqual('0', lc.PCIeRootController.from_nova(
+            nova).format_dom().get('index'))
 
-    def test_adopt_leaves_nova_object_alone(self):
+    def test_from_nova_leaves_nova_object_alone(self):
         nova = vconfig.LibvirtConfigGuestPCIeRootController()
-        root = lc.PCIeRootController.adopt(nova, pcihole64_kib=1024)
+        root = lc.PCIeRootController.from_nova(nova, pcihole64_kib=1024)
         self.assertIsNot(nova, root)
         self.assertNotIsInstance(nova, lc.PCIeRootController)
         self.assertNotIn('pcihole64_kib', vars(nova))
@@ -126,16 +127,40 @@ def nova_hostdev(domain='0000', bus='03', slot='00', function='0'):
 
 class TestHostdevPCI(testtools.TestCase):
 
-    def test_adopt_keeps_nova_attributes(self):
+    def test_from_nova_keeps_nova_attributes(self):
         nova = nova_hostdev()
         nova.managed = 'no'
-        adopted = lc.HostdevPCI.adopt(nova)
+        built = lc.HostdevPCI.from_nova(nova)
         for name, value in vars(nova).items():
-            self.assertEqual(value, getattr(adopted, name), name)
-        self.assertIsInstance(adopted, vconfig.LibvirtConfigGuestHostdevPCI)
+            self.assertEqual(value, getattr(built, name), name)
+        self.assertIsInstance(built, vconfig.LibvirtConfigGuestHostdevPCI)
 
-    def test_adopted_keeps_source_address(self):
-        dom = lc.HostdevPCI.adopt(nova_hostdev(bus='81')).format_dom()
+    def test_built_through_the_constructor(self):
+        built = lc.HostdevPCI.from_nova(nova_hostdev())
+        self.assertIsNone(built.driver_name)
+        self.assertIsNone(built.guest_address)
+
+    def test_undeclared_attribute_refused(self):
+        nova = nova_hostdev()
+        nova.rom_bar = 'off'  # as if Nova set a field outside __init__
+        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+                                lc.HostdevPCI.from_nova, nova)
+        self.assertEqual('nova-gpu-p2p cannot extend a '
+                         'LibvirtConfigGuestHostdevPCI carrying rom_bar, '
+                         'which its class does not declare', str(exc))
+
+    def test_other_class_refused(self):
+        self.assertRaises(TypeError, lc.HostdevPCI.from_nova,
+                          vconfig.LibvirtConfigGuestHostdevMDEV())
+        self.assertRaises(TypeError, lc.HostdevPCI.from_nova,
+                          lc.HostdevPCI.from_nova(nova_hostdev()))
+
+    def test_unknown_added_field_refused(self):
+        self.assertRaises(TypeError, lc.HostdevPCI.from_nova,
+                          nova_hostdev(), guest_adress=None)
+
+    def test_built_keeps_source_address(self):
+        dom = lc.HostdevPCI.from_nova(nova_hostdev(bus='81')).format_dom()
         self.assertEqual({'mode': 'subsystem', 'type': 'pci',
                           'managed': 'yes'}, dict(dom.attrib))
         address = dom.find('source/address')
@@ -147,11 +172,11 @@ class TestHostdevPCI(testtools.TestCase):
         nova = nova_hostdev()
         self.assertEqual(etree.tostring(nova.format_dom()),
                          etree.tostring(
-                             lc.HostdevPCI.adopt(nova).format_dom()))
+                             lc.HostdevPCI.from_nova(nova).format_dom()))
 
     def test_alias_driver_address(self):
-        hostdev = lc.HostdevPCI.adopt(
-            nova_hostdev(), guest_address=lc.PCIAddress(bus=4, slot=0))
+        hostdev = lc.HostdevPCI.from_nova(
+            nova_hostdev(), guest_address=lc.guest_address(bus=4, slot=0))
         hostdev.alias = 'ua-gpu'
         hostdev.driver_name = 'vfio'
         dom = hostdev.format_dom()
@@ -165,15 +190,15 @@ class TestHostdevPCI(testtools.TestCase):
         self.assertEqual('0x03', dom.find('source/address').get('bus'))
 
     def test_address_only(self):
-        hostdev = lc.HostdevPCI.adopt(
-            nova_hostdev(), guest_address=lc.PCIAddress(bus=7, slot=0))
+        hostdev = lc.HostdevPCI.from_nova(
+            nova_hostdev(), guest_address=lc.guest_address(bus=7, slot=0))
         dom = hostdev.format_dom()
         self.assertEqual(['source', 'address'], [c.tag for c in dom])
 
     def test_nova_parsed_alias_kept(self):
         nova = nova_hostdev()
         nova.alias = 'hostdev0'
-        dom = lc.HostdevPCI.adopt(nova).format_dom()
+        dom = lc.HostdevPCI.from_nova(nova).format_dom()
         self.assertEqual('hostdev0', dom.find('alias').get('name'))
 
 
@@ -187,10 +212,10 @@ class TestHostdevInterface(testtools.TestCase):
         interface.vlan = 42
         return interface
 
-    def test_adopt_keeps_everything(self):
+    def test_from_nova_keeps_everything(self):
         nova = self.nova_interface()
-        adopted = lc.HostdevInterface.adopt(nova)
-        dom = adopted.format_dom()
+        built = lc.HostdevInterface.from_nova(nova)
+        dom = built.format_dom()
         self.assertEqual('hostdev', dom.get('type'))
         self.assertEqual('fa:16:3e:00:00:01', dom.find('mac').get('address'))
         self.assertEqual({'type': 'pci', 'domain': '0x0000', 'bus': '0x09',
@@ -200,9 +225,10 @@ class TestHostdevInterface(testtools.TestCase):
         self.assertIsNone(dom.find('address'))
 
     def test_guest_address(self):
-        adopted = lc.HostdevInterface.adopt(
-            self.nova_interface(), guest_address=lc.PCIAddress(bus=8, slot=0))
-        dom = adopted.format_dom()
+        built = lc.HostdevInterface.from_nova(
+            self.nova_interface(),
+            guest_address=lc.guest_address(bus=8, slot=0))
+        dom = built.format_dom()
         self.assertEqual('0x08', dom.find('address').get('bus'))
         self.assertEqual('address', dom[-1].tag)
 
@@ -217,16 +243,16 @@ class TestNUMACell(testtools.TestCase):
         cell.memAccess = 'shared'
         return cell
 
-    def test_adopt_without_distances(self):
+    def test_from_nova_without_distances(self):
         nova = self.nova_cell()
-        dom = lc.NUMACell.adopt(nova).format_dom()
+        dom = lc.NUMACell.from_nova(nova).format_dom()
         self.assertEqual({'id': '0', 'cpus': '0-1', 'memory': '1048576',
                           'memAccess': 'shared'}, dict(dom.attrib))
         self.assertIsNone(dom.find('distances'))
 
     def test_distances_sorted(self):
-        cell = lc.NUMACell.adopt(self.nova_cell(1),
-                                 distances={2: 32, 0: 21, 1: 10})
+        cell = lc.NUMACell.from_nova(self.nova_cell(1),
+                                     distances={2: 32, 0: 21, 1: 10})
         dom = cell.format_dom()
         self.assertEqual('1', dom.get('id'))
         self.assertEqual([('0', '21'), ('1', '10'), ('2', '32')],
@@ -236,8 +262,23 @@ class TestNUMACell(testtools.TestCase):
                          [s.tag for s in dom.find('distances')])
 
     def test_empty_distances_omitted(self):
-        cell = lc.NUMACell.adopt(self.nova_cell(), distances={})
+        cell = lc.NUMACell.from_nova(self.nova_cell(), distances={})
         self.assertIsNone(cell.format_dom().find('distances'))
+
+
+class TestRebuilt(testtools.TestCase):
+
+    def test_new_object_same_fields(self):
+        nova = vconfig.LibvirtConfigGuestCPU()
+        nova.mode = 'host-passthrough'
+        nova.numa = vconfig.LibvirtConfigGuestCPUNUMA()
+        built = lc.rebuilt(nova)
+        self.assertIsNot(nova, built)
+        self.assertIs(vconfig.LibvirtConfigGuestCPU, type(built))
+        self.assertEqual('host-passthrough', built.mode)
+        self.assertIs(nova.numa, built.numa)
+        self.assertEqual(etree.tostring(nova.format_dom()),
+                         etree.tostring(built.format_dom()))
 
 
 class TestQemu(testtools.TestCase):
@@ -294,28 +335,28 @@ def nova_guest():
 
 class TestGuest(testtools.TestCase):
 
-    def test_adopt_keeps_everything(self):
+    def test_from_nova_keeps_everything(self):
         nova = nova_guest()
-        guest = lc.Guest.adopt(nova, qemu_override=lc.QemuOverride())
+        guest = lc.Guest.from_nova(nova, qemu_override=lc.QemuOverride())
         for name, value in vars(nova).items():
             self.assertIs(value, getattr(guest, name), name)
 
     def test_empty_override_omitted(self):
         nova = nova_guest()
-        guest = lc.Guest.adopt(nova, qemu_override=lc.QemuOverride())
+        guest = lc.Guest.from_nova(nova, qemu_override=lc.QemuOverride())
         self.assertEqual(etree.tostring(nova.format_dom()),
                          etree.tostring(guest.format_dom()))
         self.assertNotIn(b'qemu', etree.tostring(guest.format_dom()))
 
     def test_no_override_omitted(self):
-        dom = lc.Guest.adopt(nova_guest()).format_dom()
+        dom = lc.Guest.from_nova(nova_guest()).format_dom()
         self.assertIsNone(dom.find(QEMU + 'override'))
 
     def test_override_last(self):
         override = lc.QemuOverride()
         override.devices.append(lc.clique_override('ua-gpu', 2))
-        dom = lc.Guest.adopt(nova_guest(),
-                             qemu_override=override).format_dom()
+        dom = lc.Guest.from_nova(nova_guest(),
+                                 qemu_override=override).format_dom()
         self.assertEqual(QEMU + 'override', dom[-1].tag)
         self.assertEqual('devices', dom[-2].tag)
         self.assertEqual(
@@ -324,7 +365,7 @@ class TestGuest(testtools.TestCase):
     def test_namespace_declared_on_serialisation(self):
         override = lc.QemuOverride()
         override.devices.append(lc.clique_override('ua-gpu', 2))
-        guest = lc.Guest.adopt(nova_guest(), qemu_override=override)
+        guest = lc.Guest.from_nova(nova_guest(), qemu_override=override)
         text = guest.to_xml()
         self.assertIn(
             'xmlns:qemu="http://libvirt.org/schemas/domain/qemu/1.0"', text)

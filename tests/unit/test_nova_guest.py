@@ -386,10 +386,10 @@ class TestApply(NovaGuestBase):
         result = nova_guest.apply(self.guest, make_plan(
             cliques={GPU_A: 0}, buses=[BUS_0, BUS_1]))
         gpu_a, gpu_b = result.devices[2], result.devices[3]
-        self.assertEqual((2, 0), (gpu_a.guest_address.bus,
-                                  gpu_a.guest_address.slot))
-        self.assertEqual((5, 0), (gpu_b.guest_address.bus,
-                                  gpu_b.guest_address.slot))
+        self.assertEqual(('0x02', '0x00'), (gpu_a.guest_address.bus,
+                                            gpu_a.guest_address.slot))
+        self.assertEqual(('0x05', '0x00'), (gpu_b.guest_address.bus,
+                                            gpu_b.guest_address.slot))
         # GPU_B has an address but no clique: no alias; vfio named, as on
         # every hostdev we touch.
         self.assertIsNone(gpu_b.alias)
@@ -404,7 +404,7 @@ class TestApply(NovaGuestBase):
             cliques={GPU_A: 0}, buses=[BUS_0]))
         vf = result.devices[4]
         self.assertIsInstance(vf, lc.HostdevInterface)
-        self.assertEqual(3, vf.guest_address.bus)
+        self.assertEqual('0x03', vf.guest_address.bus)
         self.assertIsNone(vf.alias)
         self.assertEqual(VF, vf.source_dev)
         dom = vf.format_dom()
