@@ -26,13 +26,14 @@ from collections.abc import Iterable
 import dataclasses
 import shlex
 
+from oslo_utils import units
+
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 
 MAX_GPUS = 16
-MiB = 1 << 20
 #: Defaults per GPU: enough dedicated CPUs and RAM to feed it.
 VCPUS_PER_GPU = 8
 RAM_GIB_PER_GPU = 64
@@ -43,7 +44,7 @@ MAXPHYSADDR_BITS_KEY = 'hw:maxphysaddr_bits'
 #: numbered request groups.
 GROUP_POLICY_KEY = 'group_policy'
 #: The small 64-bit BAR (BAR3) NVIDIA GPUs have beside the large BAR1.
-NVIDIA_BAR3 = 32 * MiB
+NVIDIA_BAR3 = 32 * units.Mi
 #: Nova's own ``[filter_scheduler]`` defaults, which a nova.conf setting
 #: replaces: ours are added to them, not put in their place.
 NOVA_DEFAULT_FILTERS = ('ComputeFilter', 'ComputeCapabilitiesFilter',
@@ -114,7 +115,7 @@ def nvidia_bars(bar_gib: int) -> tuple[int, ...]:
     Its 32 MiB BAR3 counts: 8 x 128 GiB fit a 1 TiB hole, but not with
     eight more BARs, however small (nova-compute sizes the hole by all).
     """
-    return (bar_gib << 30, NVIDIA_BAR3)
+    return (bar_gib * units.Gi, NVIDIA_BAR3)
 
 
 def largest_bars(gpus: Iterable[model.PCIFunction]
@@ -137,7 +138,8 @@ def guest_hole(request: FlavorRequest) -> pcihole64.Hole64 | None:
     if request.gpu_bars is None:
         return None
     return pcihole64.plan('auto', request.gpu_bars * request.gpus,
-                          request.ram * MiB, pcihole64.QEMU_DEFAULT_PHYS_BITS)
+                          request.ram * units.Mi,
+                          pcihole64.QEMU_DEFAULT_PHYS_BITS)
 
 
 def maxphysaddr_bits(request: FlavorRequest) -> int | None:
@@ -148,7 +150,7 @@ def maxphysaddr_bits(request: FlavorRequest) -> int | None:
     hole = guest_hole(request)
     if hole is None or hole.problem is None:
         return None
-    return pcihole64.min_phys_bits(hole.size, request.ram * MiB)
+    return pcihole64.min_phys_bits(hole.size, request.ram * units.Mi)
 
 
 def clique_trait(gpus: int) -> str:
@@ -220,8 +222,8 @@ def properties(request: FlavorRequest) -> dict[str, str]:
 
 
 def _size(size: int) -> str:
-    return ('%d GiB' % (size >> 30) if size >= pcihole64.GiB
-            else '%d MiB' % (size >> 20))
+    return ('%d GiB' % (size // units.Gi) if size >= units.Gi
+            else '%d MiB' % (size // units.Mi))
 
 
 def _address_bits_note(request: FlavorRequest) -> str:

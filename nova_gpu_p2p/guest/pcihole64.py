@@ -31,17 +31,18 @@ then fails to boot. The rule:
 
 import dataclasses
 
-GiB = 1 << 30
+from oslo_utils import units
+
 #: QEMU's q35 default 64-bit hole (Q35_PCI_HOST_HOLE64_SIZE_DEFAULT).
-QEMU_DEFAULT_SIZE = 32 * GiB
+QEMU_DEFAULT_SIZE = 32 * units.Gi
 #: QEMU's phys-bits for named CPU models without host-phys-bits (Nova's
 #: host-model and custom cpu_mode): the bits a guest has unless told.
 QEMU_DEFAULT_PHYS_BITS = 40
 #: q35 keeps at most 2 GiB of RAM below 4 GiB when the guest has 2.75 GiB
 #: or more; the rest starts at 4 GiB.
-_LOWMEM = 2 * GiB
+_LOWMEM = 2 * units.Gi
 _LOWMEM_THRESHOLD = 0xb0000000
-_FOUR_GIB = 4 * GiB
+_FOUR_GIB = 4 * units.Gi
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,11 +93,11 @@ def plan(setting: str | int, bars: tuple[int, ...], memory: int,
             return Hole64(size=None, needed=need)
         size = need
     else:
-        size = int(setting) * GiB
+        size = int(setting) * units.Gi
     if phys_bits is not None and hole_end(size, memory) > 1 << phys_bits:
         return Hole64(size=size, needed=need, problem=(
             'set hw:maxphysaddr_mode=emulate, hw:maxphysaddr_bits=%d: the '
             'BARs need a %d GiB PCI hole, beyond the guest\'s %d physical '
             'address bits' % (
-                min_phys_bits(size, memory), size // GiB, phys_bits)))
+                min_phys_bits(size, memory), size // units.Gi, phys_bits)))
     return Hole64(size=size, needed=need)

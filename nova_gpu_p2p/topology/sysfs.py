@@ -43,6 +43,9 @@ _ADDRESS = re.compile(r'^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
 _IORESOURCE_MEM = 0x00000200
 _IORESOURCE_MEM_64 = 0x00100000
 _BAR_LINES = 6
+#: The kernel's largest CPU count (NR_CPUS with x86's MAXSMP).
+MAX_CPUS = 8192
+_CPU_RANGE = re.compile(r'\s*([0-9]+)(?:-([0-9]+))?\s*')
 UNREADABLE_CONFIG = (
     'PCI config space beyond 64 bytes could not be read (nova-compute\'s '
     'privsep daemon is not available, or not root): ACS settings are '
@@ -67,13 +70,30 @@ def _hex(path: str) -> int:
 
 
 def parse_cpulist(text: str) -> frozenset[int]:
-    """``0-3,8,10-11`` as Linux writes CPU lists; empty for none."""
+    """``0-3,8,10-11`` as Linux writes CPU lists; empty for none.
+
+    Raises ValueError naming the first part that is not ``N`` or ``N-M``
+    with ``N <= M <`` :data:`MAX_CPUS`, which the kernel never writes but
+    a static topology file may: ``31-0`` would otherwise read as no CPU
+    at all, and ``0-99999999999`` take the host's memory.
+
+    Not Nova's ``nova.virt.hardware.parse_cpu_spec``: its grammar is an
+    operator's (``^`` exclusions, no bound) and it raises Nova's Invalid;
+    and importing it brings ``nova.objects`` and eventlet (seconds) into
+    ``nova-gpu-p2p``'s commands, whose topology never imports Nova.
+    """
     cpus: set[int] = set()
-    for part in text.strip().split(','):
-        if not part:
+    for part in text.split(','):
+        if not part.strip():
             continue
-        first, _, last = part.partition('-')
-        cpus.update(range(int(first), int(last or first) + 1))
+        match = _CPU_RANGE.fullmatch(part)
+        if match is not None:
+            first = int(match.group(1))
+            last = int(match.group(2) or first)
+        if match is None or not first <= last < MAX_CPUS:
+            raise ValueError("'%s' is not a CPU or a range of CPUs (N or "
+                             "N-M, N <= M < %d)" % (part.strip(), MAX_CPUS))
+        cpus.update(range(first, last + 1))
     return frozenset(cpus)
 
 

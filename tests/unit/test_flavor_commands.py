@@ -35,6 +35,7 @@ from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
+from oslo_utils import units
 import testtools
 
 from nova_gpu_p2p.cmd import cli
@@ -410,7 +411,7 @@ class TestAddressBits(testtools.TestCase):
         # Exactly what nova-compute's rule asks of such a guest, and
         # enough for it: one bit less and the guest would not start.
         bars = request.gpu_bars * 8
-        memory = request.ram * fc.MiB
+        memory = request.ram * units.Mi
         asked = pcihole64.plan('auto', bars, memory,
                                pcihole64.QEMU_DEFAULT_PHYS_BITS).problem
         self.assertEqual(str(bits), re.search(

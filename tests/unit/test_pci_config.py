@@ -185,8 +185,25 @@ class TestCpulist(testtools.TestCase):
     def test_parse_cpulist(self):
         self.assertEqual(frozenset({0, 1, 2, 3, 8, 10, 11}),
                          sysfs.parse_cpulist('0-3,8,10-11\n'))
-        for empty in ('', '\n'):
+        for empty in ('', '\n', ' , '):
             self.assertEqual(frozenset(), sysfs.parse_cpulist(empty))
+
+    def test_spaces_around_parts(self):
+        self.assertEqual(frozenset({1, 3, 4}),
+                         sysfs.parse_cpulist(' 1 , 3-4'))
+
+    def test_last_cpu(self):
+        last = sysfs.MAX_CPUS - 1
+        self.assertEqual(frozenset({last}),
+                         sysfs.parse_cpulist('%d-%d' % (last, last)))
+
+    def test_bad_parts_named(self):
+        for bad in ('31-0', '0-%d' % sysfs.MAX_CPUS, '0-99999999999', 'a',
+                    '1-', '-1', '1-2-3', '^3', '0x1'):
+            exc = self.assertRaises(ValueError, sysfs.parse_cpulist,
+                                    '0-3,%s,8' % bad)
+            self.assertEqual("'%s' is not a CPU or a range of CPUs (N or "
+                             "N-M, N <= M < 8192)" % bad, str(exc))
 
 
 def resource(*lines: tuple[int, int, int]) -> str:
