@@ -27,7 +27,10 @@ Each GPU in a clique gets, in its own device_spec entry:
 
 ``nova-gpu-p2p topology --device-spec`` prints the entries; the driver
 and ``nova-gpu-p2p check`` report GPUs whose entry or provider disagrees
-with the topology.
+with the topology. An entry's traits are read as Nova reads them
+(:func:`entry_traits`: Nova's ``get_traits``, os-traits' normalisation),
+so an operator's ``gpu_p2p_clique_id_3`` counts as the trait Nova puts on
+the provider, ``CUSTOM_GPU_P2P_CLIQUE_ID_3``.
 """
 
 from collections.abc import Iterable

@@ -23,7 +23,9 @@ loads before it looks at the guest's PCI tree
 
 Standard library only, Python 3.8 or later, and nothing else of
 nova_gpu_p2p: ``pip install --no-deps`` of the package's wheel must be
-enough in a guest image, which has neither Nova nor oslo.
+enough in a guest image, which has neither Nova nor oslo. So the few
+helpers it shares in spirit with the rest of the package (the PCI
+address check, reading sysfs files) are its own copies, on purpose.
 
 What NCCL does with the file (NVIDIA/nccl, ``src/graph``, 2026):
 

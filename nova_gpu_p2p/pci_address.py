@@ -12,7 +12,18 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""PCI addresses as operators type them and as sysfs spells them."""
+"""PCI addresses as operators type them and as sysfs spells them.
+
+Not ``nova.pci.utils.parse_address``: that accepts only the full
+``dddd:bb:ss.f`` form as Nova's PCI records hold it, keeps the case it is
+given and raises Nova's PciDeviceWrongAddressFormat, whereas an operator
+pastes ``lspci``'s ``bb:ss.f`` into ``[gpu_p2p]`` options and static
+topology files, NVML writes an 8-digit domain, and every comparison
+needs one spelling; and the topology backends and the CLI import no
+Nova. Guest device addresses are Nova's own config objects
+(:func:`nova_gpu_p2p.guest.libvirt_config.guest_address`); the guest
+agent keeps its own check (it runs in guests, standard library only).
+"""
 
 import re
 

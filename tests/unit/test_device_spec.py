@@ -67,6 +67,25 @@ class TestEntry(testtools.TestCase):
         self.assertEqual(0, device_spec.tag_clique(value))
 
 
+class TestEntryTraits(testtools.TestCase):
+
+    def test_read_as_nova_reads_them(self):
+        self.assertEqual(
+            {'CUSTOM_GPU_P2P_CLIQUE_ID_3', 'CUSTOM_OTHER', 'HW_CPU_X86_AVX'},
+            device_spec.entry_traits(
+                {'traits': 'gpu_p2p_clique_id_3,CUSTOM_OTHER,HW_CPU_X86_AVX'}))
+
+    def test_none(self):
+        self.assertEqual(set(), device_spec.entry_traits({}))
+
+
+class TestProviderName(testtools.TestCase):
+
+    def test_upper_case_address(self):
+        self.assertEqual('cmp1_0000:AF:00.0',
+                         device_spec.provider_name('cmp1', '0000:af:00.0'))
+
+
 class TestTagClique(testtools.TestCase):
 
     def test_values(self):

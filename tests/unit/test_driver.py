@@ -455,7 +455,7 @@ def _no_numa_pair():
                                 ids={GPU_A: 0, GPU_B: 0}))
 
 
-def _just_below(version: tuple[int, int, int]) -> tuple[int, int, int]:
+def just_below(version: tuple[int, int, int]) -> tuple[int, int, int]:
     """The release before ``version``, as far as a comparison goes."""
     major, minor, micro = version
     if micro:
@@ -598,11 +598,11 @@ class TestUpdateProviderTree(testtools.TestCase):
         self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
 
     def test_numa_trait_needs_its_libvirt(self):
-        self.libvirt.return_value = _just_below(limits.LIBVIRT_NUMA_AFFINITY)
+        self.libvirt.return_value = just_below(limits.LIBVIRT_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
 
     def test_numa_trait_needs_its_qemu(self):
-        self.qemu.return_value = _just_below(limits.QEMU_NUMA_AFFINITY)
+        self.qemu.return_value = just_below(limits.QEMU_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
 
     def test_numa_trait_with_backports(self):
@@ -612,11 +612,11 @@ class TestUpdateProviderTree(testtools.TestCase):
                          self.update())
 
     def test_numa_trait_follows_versions(self):
-        self.libvirt.return_value = _just_below(limits.LIBVIRT_NUMA_AFFINITY)
+        self.libvirt.return_value = just_below(limits.LIBVIRT_NUMA_AFFINITY)
         self.assertNotIn(NUMA, self.update())
         self.libvirt.return_value = limits.LIBVIRT_NUMA_AFFINITY
         self.assertIn(NUMA, self.update())
-        self.qemu.return_value = _just_below(limits.QEMU_NUMA_AFFINITY)
+        self.qemu.return_value = just_below(limits.QEMU_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
 
     def test_numa_trait_needs_a_gpu_numa_node(self):

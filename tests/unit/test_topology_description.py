@@ -26,8 +26,10 @@ from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p.guest import plan
 from nova_gpu_p2p.guest import topology_description as td
+from nova_gpu_p2p import limits
 from nova_gpu_p2p.topology import discovery
 from tests.unit import test_corpus
+from tests.unit import test_driver
 from tests.unit import test_guest_plan as tgp
 
 GPU_A, GPU_B, GPU_C, NIC = tgp.GPU_A, tgp.GPU_B, tgp.GPU_C, tgp.NIC
@@ -118,15 +120,21 @@ class TestDescribe(tgp.DecideBase):
         self.assertIsNone(result.guest_topology)
 
     def test_old_libvirt_or_qemu_noted(self):
-        for facts in (tgp.facts(libvirt_version=(6, 4, 0)),
-                      tgp.facts(qemu_version=(2, 3, 1))):
+        needs = 'fw_cfg entries need libvirt %s and QEMU %s' % (
+            '.'.join(map(str, limits.LIBVIRT_FWCFG)),
+            '.'.join(map(str, limits.QEMU_FWCFG)))
+        for facts in (
+                tgp.facts(libvirt_version=test_driver.just_below(
+                    limits.LIBVIRT_FWCFG)),
+                tgp.facts(qemu_version=test_driver.just_below(
+                    limits.QEMU_FWCFG))):
             result = self.decide(AFFINITY, (GPU_A, GPU_B), guest=facts)
             self.assertIsNone(result.guest_topology)
             self.assertEqual(1, len(result.buses.buses))
-            self.assertNoteContains(
-                'fw_cfg entries need libvirt 6.5.0 and QEMU 2.4.0', result)
+            self.assertNoteContains(needs, result)
         at_minimum = self.decide(AFFINITY, (GPU_A, GPU_B), guest=tgp.facts(
-            libvirt_version=(6, 5, 0), qemu_version=(2, 4, 0)))
+            libvirt_version=limits.LIBVIRT_FWCFG,
+            qemu_version=limits.QEMU_FWCFG))
         self.assertIsNotNone(at_minimum.guest_topology)
 
     def test_too_large_noted(self):
@@ -195,7 +203,7 @@ class TestSysinfoFwCfg(testtools.TestCase):
         guest.memory, guest.vcpus, guest.os_type = 1024, 1, 'hvm'
         guest.sysinfo = vconfig.LibvirtConfigGuestSysinfo()
         guest.sysinfo.system_manufacturer = 'OpenStack Foundation'
-        ours = libvirt_config.Guest.adopt(
+        ours = libvirt_config.Guest.from_nova(
             guest, fw_cfg=libvirt_config.SysinfoFwCfg({td.ENTRY_NAME: 'e'}))
         sysinfo = ours.format_dom().findall('sysinfo')
         self.assertEqual(['smbios', 'fwcfg'],
