@@ -46,7 +46,13 @@ conf.register_opts(CONF)
 
 
 def _split_version(version: int) -> tuple[int, int, int]:
-    """libvirt's integer version (1000000 * major + ...) as a tuple."""
+    """libvirt's integer version (1000000 * major + ...) as a tuple.
+
+    Not ``Host.has_min_version``: the decision (:mod:`.guest.plan`,
+    :mod:`.traits`) compares versions to :mod:`.limits` as plain data,
+    testable without libvirt, and names the host's versions in what it
+    reports; has_min_version answers only yes or no.
+    """
     return version // 1000000, version // 1000 % 1000, version % 1000
 
 
