@@ -34,6 +34,7 @@ from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import metadata
 from nova_gpu_p2p.guest import nova_guest
 from nova_gpu_p2p.guest import plan as plan_mod
+from nova_gpu_p2p import limits
 from nova_gpu_p2p import native_thread
 from nova_gpu_p2p import nova_hooks
 from nova_gpu_p2p.topology import discovery
@@ -43,17 +44,6 @@ CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
 
 conf.register_opts(CONF)
-
-
-def _split_version(version: int) -> tuple[int, int, int]:
-    """libvirt's integer version (1000000 * major + ...) as a tuple.
-
-    Not ``Host.has_min_version``: the decision (:mod:`.guest.plan`,
-    :mod:`.traits`) compares versions to :mod:`.limits` as plain data,
-    testable without libvirt, and names the host's versions in what it
-    reports; has_min_version answers only yes or no.
-    """
-    return version // 1000000, version // 1000 % 1000, version % 1000
 
 
 class HostCannotHonour(exception.ComputeResourcesUnavailable):
@@ -143,10 +133,10 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         return super().get_available_resource(nodename)
 
     def _libvirt_version(self) -> tuple[int, int, int]:
-        return _split_version(self._host.get_connection().getLibVersion())
+        return limits.unpack(self._host.get_connection().getLibVersion())
 
     def _qemu_version(self) -> tuple[int, int, int]:
-        return _split_version(self._host.get_connection().getVersion())
+        return limits.unpack(self._host.get_connection().getVersion())
 
     def p2p_traits(self) -> set[str]:
         """Our traits this host should carry now (none when disabled)."""

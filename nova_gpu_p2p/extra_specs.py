@@ -28,9 +28,6 @@ from nova_gpu_p2p import limits
 CLIQUE_KEY = 'hw:gpu_p2p_clique'
 NUMA_AFFINITY_KEY = 'hw:gpu_numa_affinity'
 
-#: Until static.py and test_docs read limits.MAX_CLIQUE_ID.
-MAX_CLIQUE_ID = limits.MAX_CLIQUE_ID
-
 
 class CliqueMode(str, enum.Enum):
     NONE = 'none'

@@ -23,6 +23,22 @@ Versions are ``(major, minor, micro)`` tuples, the form Nova's
 never binds on a host that runs Nova.
 """
 
+from oslo_utils import versionutils
+
+Version = tuple[int, int, int]
+
+
+def unpack(version: int) -> Version:
+    """libvirt's packed version (1000000 * major + 1000 * minor + micro).
+
+    As a tuple rather than ``Host.has_min_version``'s yes or no: the guest
+    plan, the traits and ``check`` compare it with these minimums as plain
+    data and name the host's versions in what they report.
+    """
+    return versionutils.convert_version_to_tuple(
+        versionutils.convert_version_to_str(version))
+
+
 #: QEMU 2.12 added vfio-pci's ``x-nv-gpudirect-clique``, a 4-bit field of
 #: the NVIDIA vendor capability it adds (hw/vfio/pci-quirks.c refuses
 #: other values: "valid range 0-15"): IDs 0-15.

@@ -30,7 +30,7 @@ from nova_gpu_p2p import limits
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits as traits_mod
 
-Version = tuple[int, int, int]
+Version = limits.Version
 
 VIRSH_VERSION = ('virsh', '-c', 'qemu:///system', 'version', '--daemon')
 
@@ -84,11 +84,6 @@ class HostVersions:
     error: str | None = None
 
 
-def _split(number: int) -> Version:
-    """libvirt's packed 1000000 * major + 1000 * minor + micro."""
-    return number // 1000000, number // 1000 % 1000, number % 1000
-
-
 def probe_versions(
         import_module: Callable = importlib.import_module,
         run: Callable = subprocess.run) -> HostVersions:
@@ -105,8 +100,8 @@ def probe_versions(
         try:
             conn = libvirt.openReadOnly('qemu:///system')
             try:
-                return HostVersions(_split(conn.getLibVersion()),
-                                    _split(conn.getVersion()))
+                return HostVersions(limits.unpack(conn.getLibVersion()),
+                                    limits.unpack(conn.getVersion()))
             finally:
                 conn.close()
         except Exception as exc:  # libvirt.libvirtError, without importing

@@ -25,7 +25,6 @@ topology. Every error names the file and the line.
 
 import dataclasses
 import itertools
-import re
 
 from nova_gpu_p2p import limits
 from nova_gpu_p2p import pci_address
@@ -37,10 +36,6 @@ from nova_gpu_p2p.topology import sysfs
 
 #: A 3D controller, as data-centre NVIDIA GPUs report themselves.
 GPU_CLASS_CODE = 0x030200
-#: Linux's largest CONFIG_NR_CPUS: no CPU list names a CPU beyond it.
-MAX_CPUS = 8192
-
-_CPU_RANGE = re.compile(r'\s*([0-9]+)(?:-([0-9]+))?\s*')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,7 +152,7 @@ def _numa_nodes(
         cpus: frozenset[int] = frozenset()
         if 'cpus' in entry:
             try:
-                cpus = _cpulist(entry['cpus'])
+                cpus = sysfs.parse_cpulist(entry['cpus'])
             except ValueError:
                 raise document.refuse(path + ('cpus',))
         distances = tuple(
@@ -231,23 +226,6 @@ def _matrix(document: static_schema.Document,
     return {frozenset((gpus[a].function.address,
                        gpus[b].function.address)): value
             for (a, b), value in capable.items()}
-
-
-def _cpulist(text: str) -> frozenset[int]:
-    """A CPU list as Linux writes it, which never runs backwards.
-
-    ``31-0`` would otherwise read as no CPU at all, and ``0-99999999999``
-    take the host's memory.
-    """
-    for part in filter(None, text.split(',')):
-        match = _CPU_RANGE.fullmatch(part)
-        if match is None:
-            raise ValueError(part)
-        first = int(match.group(1))
-        last = int(match.group(2) or first)
-        if not first <= last < MAX_CPUS:
-            raise ValueError(part)
-    return sysfs.parse_cpulist(text)
 
 
 def _clique_overrides(gpus: list[_Gpu]) -> dict[frozenset[str], bool]:

@@ -54,6 +54,7 @@ import testtools
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p import limits
 from nova_gpu_p2p import traits
 import tests
 
@@ -247,7 +248,7 @@ def problems(refs, devstack_variables=None):
             elif ref.name.startswith(traits.CLIQUE_ID_PREFIX):
                 suffix = ref.name[len(traits.CLIQUE_ID_PREFIX):]
                 ok = (suffix.isdigit()
-                      and int(suffix) <= extra_specs.MAX_CLIQUE_ID)
+                      and int(suffix) <= limits.MAX_CLIQUE_ID)
             else:
                 ok = ref.name in traits.OWNED
             if not ok:
@@ -256,7 +257,7 @@ def problems(refs, devstack_variables=None):
                                  ref.name, ref.detail or '',
                                  ', '.join(sorted(traits.OWNED)),
                                  traits.CLIQUE_ID_PREFIX,
-                                 extra_specs.MAX_CLIQUE_ID))
+                                 limits.MAX_CLIQUE_ID))
         elif ref.kind == 'devstack variable':
             if (devstack_variables is not None
                     and ref.name not in devstack_variables):
