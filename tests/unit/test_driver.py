@@ -41,6 +41,7 @@ from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 from tests.unit import test_corpus
+from tests.unit import test_traits as t
 
 
 class TestLoadThroughNova(testtools.TestCase):
@@ -423,14 +424,6 @@ class TestHostFacts(testtools.TestCase):
             '_qemu_version', 'getVersion', 10000000))
 
 
-P2P = 'CUSTOM_GPU_P2P'
-C2 = 'CUSTOM_GPU_P2P_CLIQUE_2'
-C4 = 'CUSTOM_GPU_P2P_CLIQUE_4'
-C8 = 'CUSTOM_GPU_P2P_CLIQUE_8'
-C16 = 'CUSTOM_GPU_P2P_CLIQUE_16'
-NVLINK = 'CUSTOM_GPU_P2P_NVLINK'
-NUMA = 'CUSTOM_GPU_NUMA_AFFINITY'
-ALL_OURS = {P2P, C2, C4, C8, C16, NVLINK, NUMA}
 NOVA_TRAITS = {'COMPUTE_NET_VIF_MODEL_VIRTIO', 'HW_CPU_X86_AVX2'}
 OPERATOR = 'CUSTOM_OPERATOR_X'
 NODE = 'host1'
@@ -499,7 +492,7 @@ class TestUpdateProviderTree(testtools.TestCase):
         return self.tree.data(NODE).traits
 
     def test_adds_our_traits(self):
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2, t.NUMA},
                          self.update())
         self.nova.assert_called_once_with(self.tree, NODE, allocations=None)
 
@@ -511,7 +504,7 @@ class TestUpdateProviderTree(testtools.TestCase):
 
     def test_positional_call_as_the_resource_tracker_makes_it(self):
         self.driver.update_provider_tree(self.tree, NODE)
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2, t.NUMA},
                          self.tree.data(NODE).traits)
 
     def test_uses_cached_topology(self):
@@ -523,20 +516,21 @@ class TestUpdateProviderTree(testtools.TestCase):
         self.driver._host_gpus = discovery.evaluate(
             test_corpus.discover('pcie-8gpu-4switch-2socket'),
             nova_conf.CONF, link_class.LinkClass.SYS)
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, C4, C8, NUMA},
-                         self.update())
+        self.assertEqual(
+            NOVA_TRAITS | {OPERATOR, t.P2P, t.C2, t.C4, t.C8, t.NUMA},
+            self.update())
 
     def test_corpus_host_at_configured_level(self):
         # PXB (the default): four pairs, one per switch.
         self.driver._host_gpus = discovery.evaluate(
             test_corpus.discover('pcie-8gpu-4switch-2socket'),
             nova_conf.CONF)
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2, t.NUMA},
                          self.update())
 
     def test_sixteen_with_nvlink(self):
         self.driver._host_gpus = _sixteen_with_nvlink()
-        self.assertEqual(NOVA_TRAITS | {OPERATOR} | ALL_OURS, self.update())
+        self.assertEqual(NOVA_TRAITS | {OPERATOR} | t.ALL_OURS, self.update())
 
     def test_no_gpus(self):
         self.driver._host_gpus = discovery.HostGPUs(
@@ -551,25 +545,25 @@ class TestUpdateProviderTree(testtools.TestCase):
                              'HW_GPU_API_CUDA_V12_0')
         others = NOVA_TRAITS | {OPERATOR, 'CUSTOM_GPU_P2P_CLIQUE_ID_0',
                                 'HW_GPU_API_CUDA_V12_0'}
-        self.assertEqual(others | {P2P, C2, NUMA}, self.update())
+        self.assertEqual(others | {t.P2P, t.C2, t.NUMA}, self.update())
         self.driver._host_gpus = _sixteen_with_nvlink()
-        self.assertEqual(others | ALL_OURS, self.update())
+        self.assertEqual(others | t.ALL_OURS, self.update())
         self.conf.config(report_traits=False, group='gpu_p2p')
         self.assertEqual(others, self.update())
 
     def test_stale_removed_when_topology_changes(self):
         self.driver._host_gpus = _sixteen_with_nvlink()
-        self.assertEqual(NOVA_TRAITS | {OPERATOR} | ALL_OURS, self.update())
+        self.assertEqual(NOVA_TRAITS | {OPERATOR} | t.ALL_OURS, self.update())
         self.driver._host_gpus = _host_gpus()
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2, t.NUMA},
                          self.update())
         self.driver._host_gpus = _no_numa_pair()
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2}, self.update())
 
     def test_owned_trait_set_by_hand_is_removed(self):
         # Only the driver decides CUSTOM_GPU_P2P* on the compute node.
-        self.tree.add_traits(NODE, C16, NVLINK)
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+        self.tree.add_traits(NODE, t.C16, t.NVLINK)
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2, t.NUMA},
                          self.update())
 
     def test_report_traits_false_removes_all_ours_and_only_ours(self):
@@ -599,36 +593,36 @@ class TestUpdateProviderTree(testtools.TestCase):
 
     def test_numa_trait_needs_its_libvirt(self):
         self.libvirt.return_value = just_below(limits.LIBVIRT_NUMA_AFFINITY)
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2}, self.update())
 
     def test_numa_trait_needs_its_qemu(self):
         self.qemu.return_value = just_below(limits.QEMU_NUMA_AFFINITY)
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2}, self.update())
 
     def test_numa_trait_with_backports(self):
         self.libvirt.return_value = (11, 3, 0)
         self.qemu.return_value = (10, 0, 0)
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2, NUMA},
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2, t.NUMA},
                          self.update())
 
     def test_numa_trait_follows_versions(self):
         self.libvirt.return_value = just_below(limits.LIBVIRT_NUMA_AFFINITY)
-        self.assertNotIn(NUMA, self.update())
+        self.assertNotIn(t.NUMA, self.update())
         self.libvirt.return_value = limits.LIBVIRT_NUMA_AFFINITY
-        self.assertIn(NUMA, self.update())
+        self.assertIn(t.NUMA, self.update())
         self.qemu.return_value = just_below(limits.QEMU_NUMA_AFFINITY)
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2}, self.update())
 
     def test_numa_trait_needs_a_gpu_numa_node(self):
         self.driver._host_gpus = _no_numa_pair()
-        self.assertEqual(NOVA_TRAITS | {OPERATOR, P2P, C2}, self.update())
+        self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2}, self.update())
 
     def test_nova_traits_removed_by_nova_are_not_readded(self):
         # What Nova itself removes stays removed: we only touch ours.
         self.tree.add_traits(NODE, 'COMPUTE_TRUSTED_CERTS')
         self.nova.side_effect = lambda tree, node, allocations=None: (
             tree.remove_traits(node, 'COMPUTE_TRUSTED_CERTS'))
-        self.assertEqual({OPERATOR, P2P, C2, NUMA}, self.update())
+        self.assertEqual({OPERATOR, t.P2P, t.C2, t.NUMA}, self.update())
 
     def test_device_traits_not_checked_without_report_in_placement(self):
         check = self.useFixture(fixtures.MockPatchObject(
