@@ -579,14 +579,13 @@ def run_guest_agent(sysfs_root: str) -> str:
 
     :raises RuntimeError: the agent failed (its messages attached).
     """
-    from nova_gpu_p2p import guest_agent
+    from nova_gpu_p2p.guest_agent import cli
 
     output = os.path.join(sysfs_root, 'nccl-topology.xml')
     messages = io.StringIO()
     with contextlib.redirect_stdout(messages), \
             contextlib.redirect_stderr(messages):
-        status = guest_agent.main(['--sysfs-root', sysfs_root,
-                                   '--output', output])
+        status = cli.main(['--sysfs-root', sysfs_root, '--output', output])
     if status != 0:
         raise RuntimeError('guest agent: exit %d: %s'
                            % (status, messages.getvalue().strip()))

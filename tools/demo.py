@@ -41,7 +41,7 @@ from lxml import etree  # noqa: E402
 
 from harness import cloud_runner  # noqa: E402
 from nova_gpu_p2p.guest import topology_description  # noqa: E402
-from nova_gpu_p2p import guest_agent  # noqa: E402
+from nova_gpu_p2p.guest_agent import cli  # noqa: E402
 from tests.fixtures import guest_sysfs  # noqa: E402
 
 
@@ -198,7 +198,7 @@ def _agent_output(xml) -> str:
                           entry=entry.text)
         output = io.StringIO()
         with contextlib.redirect_stdout(output):
-            guest_agent.main(['--sysfs-root', root, '--output', '-'])
+            cli.main(['--sysfs-root', root, '--output', '-'])
     return output.getvalue().rstrip()
 
 

@@ -52,7 +52,7 @@ from testtools import content
 
 from harness import nccl_paths
 from nova_gpu_p2p.guest import topology_description
-from nova_gpu_p2p import guest_agent
+from nova_gpu_p2p.guest_agent import cli
 from tests.e2e import guest_domain
 from tests.e2e import guest_image
 from tests.fixtures import guest_sysfs
@@ -444,7 +444,7 @@ class GuestBootTest(testtools.TestCase):
         with open(entry, 'w') as f:
             f.write(boot.report.fw_cfg)
         output = os.path.join(root, 'virtualTopology.xml')
-        self.assertEqual(0, guest_agent.main([
+        self.assertEqual(0, cli.main([
             '--sysfs-root', root, '--fw-cfg', entry, '--output', output]))
         guest = {i: a for a, i in address.items()}
         gpus = [guest[i] for i, d in enumerate(devices)

@@ -39,10 +39,11 @@ import testtools
 import yaml
 
 from harness import nccl_paths
+import nova_gpu_p2p
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import plan
 from nova_gpu_p2p.guest import topology_description as td
-from nova_gpu_p2p import guest_agent as agent
+from nova_gpu_p2p.guest_agent import cli as agent
 from nova_gpu_p2p.topology import discovery
 from tests.fixtures import guest_sysfs
 from tests.fixtures import hosts
@@ -51,7 +52,7 @@ from tests.unit import test_guest_plan as tgp
 
 PYTHON38 = '/root/.pyenv/versions/3.8.18/bin/python3.8'
 SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(
-    agent.__file__)))
+    nova_gpu_p2p.__file__)))
 INTEL_CPUINFO = ('processor\t: 0\nvendor_id\t: GenuineIntel\n'
                  'cpu family\t: 6\nmodel\t\t: 143\n'
                  'model name\t: Intel(R) Xeon(R) Platinum 8480+\n\n'

@@ -1,0 +1,32 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-gpu-p2p-guest``: NCCL inside the guest sees the host's topology.
+
+Runs in the guest (``python3 -m nova_gpu_p2p.guest_agent``, or the
+``nova-gpu-p2p-guest`` script). It reads the topology description the
+driver passes through QEMU fw_cfg (format version 1,
+``doc/source/guest-topology.rst``), finds each described GPU and NIC in
+the guest's sysfs, and writes the NCCL XML topology that NCCL loads before
+it looks at the guest's PCI tree
+(``/var/run/nvidia-topologyd/virtualTopology.xml``, or ``NCCL_TOPO_FILE``).
+
+Standard library only, Python 3.8 or later, and nothing of nova_gpu_p2p
+outside this package: ``pip install --no-deps`` of the package's wheel
+must be enough in a guest image, which has neither Nova nor oslo. So the
+few helpers it shares in spirit with the rest of the package (the PCI
+address check, reading sysfs files) are its own copies, on purpose.
+
+The command line is :mod:`.cli`.
+"""
