@@ -28,5 +28,10 @@ must be enough in a guest image, which has neither Nova nor oslo. So the
 few helpers it shares in spirit with the rest of the package (the PCI
 address check, reading sysfs files) are its own copies, on purpose.
 
-The command line is :mod:`.cli`.
+One module per step: :mod:`.fw_cfg` reads the entry, :mod:`.description`
+checks it, :mod:`.guest_sysfs` finds the devices and the CPUs,
+:mod:`.nccl` says what NCCL does with the file, :mod:`.nccl_tree` builds
+the tree NCCL is to see, :mod:`.nccl_xml` writes it as NCCL's XML,
+:mod:`.nccl_env` gives the ``--env`` lines, :mod:`.atomic_file` writes
+the file, :mod:`.cli` is the command line.
 """

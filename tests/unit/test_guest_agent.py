@@ -21,38 +21,37 @@ such a guest (fixtures/guest_sysfs.py). Each pair's class in the file is
 read the way NCCL's ncclTopoSetPaths computes it.
 """
 
-import ast
 import base64
-import configparser
 import contextlib
 import io
 import json
 import os
-import re
 import subprocess
-import sys
 from unittest import mock
 from xml.etree import ElementTree
 
 import fixtures
 import testtools
-import yaml
 
 from harness import nccl_paths
-import nova_gpu_p2p
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import plan
 from nova_gpu_p2p.guest import topology_description as td
-from nova_gpu_p2p.guest_agent import cli as agent
+from nova_gpu_p2p.guest_agent import atomic_file
+from nova_gpu_p2p.guest_agent import cli
+from nova_gpu_p2p.guest_agent import errors
+from nova_gpu_p2p.guest_agent import fw_cfg
+from nova_gpu_p2p.guest_agent import guest_sysfs as agent_sysfs
+from nova_gpu_p2p.guest_agent import nccl
+from nova_gpu_p2p.guest_agent import nccl_env
+from nova_gpu_p2p.guest_agent import nccl_tree
+from nova_gpu_p2p.guest_agent import nccl_xml
 from nova_gpu_p2p.topology import discovery
 from tests.fixtures import guest_sysfs
 from tests.fixtures import hosts
 from tests.unit import test_corpus
 from tests.unit import test_guest_plan as tgp
 
-PYTHON38 = '/root/.pyenv/versions/3.8.18/bin/python3.8'
-SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(
-    nova_gpu_p2p.__file__)))
 INTEL_CPUINFO = ('processor\t: 0\nvendor_id\t: GenuineIntel\n'
                  'cpu family\t: 6\nmodel\t\t: 143\n'
                  'model name\t: Intel(R) Xeon(R) Platinum 8480+\n\n'
@@ -125,7 +124,7 @@ class AgentBase(testtools.TestCase):
         argv = ['--sysfs-root', self.sysfs, '--proc-root', self.proc,
                 '--output', self.output] + list(argv)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = agent.main(argv)
+            status = cli.main(argv)
         return status, out.getvalue(), err.getvalue()
 
     def assertFailsWith(self, text, *argv):
@@ -256,7 +255,7 @@ class TestCorpusHosts(AgentBase):
                     {roles[i], roles[j]} - {'gpu', 'nic'}):
                 continue
             pair = tuple(sorted((addresses[i], addresses[j])))
-            found[pair] = (agent.NCCL_OF_HOST[host_class], classes[pair])
+            found[pair] = (nccl.OF_HOST[host_class], classes[pair])
         self.assertEqual({p: want for p, (want, _) in found.items()},
                          {p: got for p, (_, got) in found.items()})
         self.assertTrue(found)
@@ -320,12 +319,12 @@ class TestRefusals(AgentBase):
         for extra in ((), ('--env',), ('--output', '-')):
             status, out, err = self.run_agent(*extra)
             self.assertEqual(0, status)
-            self.assertEqual(agent.NO_TOPOLOGY + '\n', (out + err))
+            self.assertEqual(cli.NO_TOPOLOGY + '\n', (out + err))
             self.assertFalse(os.path.exists(self.output))
 
     def test_no_fw_cfg_directory(self):
         status, out, _ = self.run_agent()
-        self.assertEqual((0, agent.NO_TOPOLOGY + '\n'), (status, out))
+        self.assertEqual((0, cli.NO_TOPOLOGY + '\n'), (status, out))
 
     def test_not_base64(self):
         self.build_entry('{"version": 1}')
@@ -400,7 +399,7 @@ class TestRefusals(AgentBase):
 
     def test_failed_write_leaves_nothing(self):
         self.build(self.description)
-        with mock.patch.object(agent.os, 'replace',
+        with mock.patch.object(atomic_file.os, 'replace',
                                side_effect=OSError(28, 'No space left')):
             self.assertFailsWith('cannot write %s: No space left'
                                  % self.output)
@@ -410,7 +409,7 @@ class TestRefusals(AgentBase):
         os.makedirs(os.path.dirname(self.output))
         with open(self.output, 'w') as f:
             f.write('old')
-        with mock.patch.object(agent.os, 'fsync', side_effect=OSError(
+        with mock.patch.object(atomic_file.os, 'fsync', side_effect=OSError(
                 5, 'Input/output error')):
             status, _, err = self.run_agent()
         self.assertEqual(2, status)
@@ -421,13 +420,13 @@ class TestRefusals(AgentBase):
 
     def test_unexpected_error_is_one_line(self):
         self.build(self.description)
-        with mock.patch.object(agent, 'render', side_effect=KeyError('x')):
+        with mock.patch.object(nccl_xml, 'render', side_effect=KeyError('x')):
             self.assertFailsWith('unexpected error: KeyError')
 
     def test_usage_error_exits_2(self):
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            raised = self.assertRaises(SystemExit, agent.main, ['--bogus'])
+            raised = self.assertRaises(SystemExit, cli.main, ['--bogus'])
         self.assertEqual(2, raised.code)
 
 
@@ -446,7 +445,7 @@ class TestTree(testtools.TestCase):
 
     def test_cut_below_the_redirecting_level(self):
         """ACS above one of two sub-switches: cut that sub-switch off."""
-        tree = agent.Tree(self.description(
+        tree = nccl_tree.Tree(self.description(
             [['s0', 's1'], ['s0', 's1'], ['s0', 's2'], ['s0', 's2']],
             [[0, 1, 'PIX'], [0, 2, 'PHB'], [0, 3, 'PHB'], [1, 2, 'PHB'],
              [1, 3, 'PHB'], [2, 3, 'PIX']]))
@@ -457,12 +456,12 @@ class TestTree(testtools.TestCase):
                              (2, 3))])
 
     def test_what_cannot_be_shown_is_returned(self):
-        tree = agent.Tree(self.description(
+        tree = nccl_tree.Tree(self.description(
             [[], []], [[0, 1, 'SYS']]))
         self.assertEqual([(0, 1, 'SYS', 'PHB')], tree.reconcile())
 
     def test_nv_and_node(self):
-        tree = agent.Tree(self.description(
+        tree = nccl_tree.Tree(self.description(
             [[], [], []], [[0, 1, 'NV'], [0, 2, 'NODE'], [1, 2, 'PHB']]))
         self.assertEqual([], tree.reconcile())
         self.assertEqual({(0, 2): 'PHB', (1, 2): 'PHB'}, tree.expected)
@@ -476,7 +475,7 @@ class TestTree(testtools.TestCase):
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(
                 io.StringIO()):
-            status = agent.main(['--sysfs-root', root, '--output', '-'])
+            status = cli.main(['--sysfs-root', root, '--output', '-'])
         self.assertEqual(0, status)
         self.assertEqual('note: NCCL sees SYS between 0000:fe:00.0 and '
                          '0000:fb:00.0, the host PHB\n', err.getvalue())
@@ -486,22 +485,23 @@ class TestEnvLevels(testtools.TestCase):
 
     def test_no_level_when_the_host_mixes(self):
         description = corpus_description('acs-redirect-switch')
-        self.assertIsNone(agent.level_for(description, ('gpu', 'gpu')))
+        self.assertIsNone(nccl_env.level_for(description, ('gpu', 'gpu')))
         self.assertIn('# NCCL_P2P_LEVEL: no level alone gives the host\'s '
                       'choices; use the topology file',
-                      agent.env_lines(description, '/x'))
+                      nccl_env.env_lines(description, '/x'))
 
     def test_gdr_level(self):
         description = corpus_description('large-16gpu-8numa')
         # Each GPU pair and its NIC share a switch, on one of 8 nodes:
         # PHB would also allow GPU-NIC pairs of one node that the host
         # keeps apart, if there were any; here there are none.
-        self.assertEqual('PHB', agent.level_for(description, ('gpu', 'nic')))
+        self.assertEqual('PHB',
+                         nccl_env.level_for(description, ('gpu', 'nic')))
 
     def test_default_needs_no_line(self):
         description = corpus_description('four-numa-7gpu')
         self.assertEqual(['NCCL_TOPO_FILE=/x'],
-                         agent.env_lines(description, '/x'))
+                         nccl_env.env_lines(description, '/x'))
 
 
 class TestCpuAndModule(testtools.TestCase):
@@ -510,7 +510,7 @@ class TestCpuAndModule(testtools.TestCase):
         root = self.useFixture(fixtures.TempDir()).path
         with open(os.path.join(root, 'cpuinfo'), 'w') as f:
             f.write(text)
-        return agent.cpu_type(root)
+        return agent_sysfs.cpu_type(root)
 
     def test_cpu_types(self):
         self.assertEqual(
@@ -531,20 +531,20 @@ class TestCpuAndModule(testtools.TestCase):
 
     def test_module_loaded_only_for_the_real_sys(self):
         calls = []
-        with mock.patch.object(agent.os.path, 'isdir', return_value=False):
-            agent.read_entry('/sys', None, load=calls.append)
-            agent.read_entry('/elsewhere', None, load=calls.append)
+        with mock.patch.object(fw_cfg.os.path, 'isdir', return_value=False):
+            fw_cfg.read_entry('/sys', None, load=calls.append)
+            fw_cfg.read_entry('/elsewhere', None, load=calls.append)
         self.assertEqual(['/sys/firmware/qemu_fw_cfg'], calls)
 
     def test_modprobe_fails(self):
         failed = subprocess.CompletedProcess(
             [], 1, stderr='modprobe: FATAL: Module qemu_fw_cfg not found in '
                           'directory /lib/modules/6.1.0\n')
-        with mock.patch.object(agent.shutil, 'which',
+        with mock.patch.object(fw_cfg.shutil, 'which',
                                return_value='/sbin/modprobe'), \
-                mock.patch.object(agent.subprocess, 'run',
+                mock.patch.object(fw_cfg.subprocess, 'run',
                                   return_value=failed):
-            error = self.assertRaises(agent.Problem, agent.load_module,
+            error = self.assertRaises(errors.Problem, fw_cfg.load_module,
                                       '/sys/firmware/qemu_fw_cfg')
         self.assertEqual(
             'cannot read fw_cfg: /sys/firmware/qemu_fw_cfg is absent and '
@@ -552,145 +552,18 @@ class TestCpuAndModule(testtools.TestCase):
             'qemu_fw_cfg not found in directory /lib/modules/6.1.0); load '
             'the qemu_fw_cfg kernel module (CONFIG_FW_CFG_SYSFS) or give '
             '--fw-cfg FILE', str(error))
-        with mock.patch.object(agent.shutil, 'which', return_value=None):
-            error = self.assertRaises(agent.Problem, agent.load_module, '/x')
+        with mock.patch.object(fw_cfg.shutil, 'which', return_value=None):
+            error = self.assertRaises(errors.Problem, fw_cfg.load_module, '/x')
         self.assertIn('(modprobe not found)', str(error))
 
     def test_modprobe_works_without_a_device(self):
         """Not a QEMU guest: the module loads, no directory, no entry."""
         done = subprocess.CompletedProcess([], 0, stderr='')
-        with mock.patch.object(agent.shutil, 'which',
+        with mock.patch.object(fw_cfg.shutil, 'which',
                                return_value='/sbin/modprobe'), \
-                mock.patch.object(agent.subprocess, 'run',
+                mock.patch.object(fw_cfg.subprocess, 'run',
                                   return_value=done) as run, \
-                mock.patch.object(agent.time, 'sleep'):
-            self.assertIsNone(agent.load_module('/nonexistent'))
+                mock.patch.object(fw_cfg.time, 'sleep'):
+            self.assertIsNone(fw_cfg.load_module('/nonexistent'))
         self.assertEqual(['/sbin/modprobe', 'qemu_fw_cfg'],
                          run.call_args[0][0])
-
-
-class TestStandalone(testtools.TestCase):
-    """Standard library only, Python 3.8: what a guest image has."""
-
-    def test_imports_standard_library_only(self):
-        with open(agent.__file__, encoding='utf-8') as f:
-            tree = ast.parse(f.read())
-        imported = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                imported.update(a.name.split('.')[0] for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                self.assertEqual(0, node.level)
-                imported.add(node.module.split('.')[0])
-        self.assertEqual(set(), imported - set(sys.stdlib_module_names)
-                         - {'__future__'})
-        self.assertIn('__future__', imported)
-
-    def test_package_init_is_empty(self):
-        init = os.path.join(SOURCE_ROOT, 'nova_gpu_p2p', '__init__.py')
-        with open(init, encoding='utf-8') as f:
-            self.assertEqual([], [line for line in f.read().splitlines()
-                                  if line.strip()
-                                  and not line.startswith('#')])
-
-    def python38(self, *argv, **kwargs):
-        if not os.path.exists(PYTHON38):
-            self.skipTest('no Python 3.8 at %s' % PYTHON38)
-        return subprocess.run(
-            [PYTHON38, '-m', 'nova_gpu_p2p.guest_agent'] + list(argv),
-            cwd=SOURCE_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            universal_newlines=True, timeout=60,
-            env={'PATH': os.environ.get('PATH', ''),
-                 'PYTHONDONTWRITEBYTECODE': '1'}, **kwargs)
-
-    def test_help_under_python38(self):
-        result = self.python38('--help')
-        self.assertEqual(0, result.returncode, result.stderr)
-        for option in ('--sysfs-root', '--fw-cfg', '--output', '--env',
-                       '--proc-root'):
-            self.assertIn(option, result.stdout)
-
-    def test_real_run_under_python38(self):
-        root = self.useFixture(fixtures.TempDir()).path
-        description = corpus_description('pcie-2level-switch-pxb')
-        guest_sysfs.build(os.path.join(root, 'sys'), description)
-        output = os.path.join(root, 'run', 'virtualTopology.xml')
-        result = self.python38('--sysfs-root', os.path.join(root, 'sys'),
-                               '--output', output)
-        self.assertEqual(0, result.returncode, result.stderr)
-        self.assertEqual('', result.stderr)
-        with open(output) as f:
-            self.assertIn('<pci busid="ffff:00:01.0" class="0x060400"',
-                          f.read())
-        bad = self.python38('--fw-cfg', '/nonexistent')
-        self.assertEqual((2, 'nova-gpu-p2p-guest: cannot read /nonexistent: '
-                          'no such file\n'), (bad.returncode, bad.stderr))
-
-
-class TestShippedFiles(testtools.TestCase):
-    """The systemd unit, the cloud-init snippet and the docs agree."""
-
-    def setUp(self):
-        super().setUp()
-        self.etc = os.path.join(SOURCE_ROOT, 'etc', 'nova-gpu-p2p-guest')
-        if not os.path.isdir(self.etc):
-            self.skipTest('no etc/ next to the package (installed without '
-                          'its source tree)')
-
-    def read(self, *path):
-        with open(os.path.join(SOURCE_ROOT, *path), encoding='utf-8') as f:
-            return f.read()
-
-    def test_unit(self):
-        unit = configparser.ConfigParser(strict=False, interpolation=None)
-        unit.optionxform = str
-        unit.read_string(self.read(
-            'etc', 'nova-gpu-p2p-guest', 'nova-gpu-p2p-guest.service'))
-        self.assertEqual('oneshot', unit['Service']['Type'])
-        self.assertEqual('/usr/bin/python3 -m nova_gpu_p2p.guest_agent',
-                         unit['Service']['ExecStart'])
-        self.assertIn('systemd-modules-load.service', unit['Unit']['After'])
-        self.assertIn('multi-user.target', unit['Unit']['Before'])
-        self.assertEqual('multi-user.target', unit['Install']['WantedBy'])
-
-    def test_cloud_init_installs_the_same_unit(self):
-        config = yaml.safe_load(self.read(
-            'etc', 'nova-gpu-p2p-guest', 'cloud-init.yaml'))
-        self.assertEqual(
-            [self.read('etc', 'nova-gpu-p2p-guest',
-                       'nova-gpu-p2p-guest.service')],
-            [f['content'] for f in config['write_files']
-             if f['path'] == '/etc/systemd/system/'
-                             'nova-gpu-p2p-guest.service'])
-        install = config['runcmd'][0]
-        self.assertEqual(['python3', '-m', 'pip', 'install', '--no-deps'],
-                         install[:5])
-        # The package is not on PyPI: the operator's wheel, and the
-        # header says where to put its URL.
-        self.assertEqual('WHEEL_URL', install[-1])
-        self.assertIn('Replace WHEEL_URL', self.read(
-            'etc', 'nova-gpu-p2p-guest', 'cloud-init.yaml'))
-        self.assertEqual(['systemctl', 'enable', '--now',
-                          'nova-gpu-p2p-guest.service'], config['runcmd'][-1])
-
-    def test_documented_options_exist(self):
-        options = set(agent.build_parser()._option_string_actions)
-        found = []
-        for name in ('cli.rst', 'tenant-guide.rst', 'install.rst'):
-            for number, line in enumerate(self.read(
-                    'doc', 'source', name).splitlines(), 1):
-                if 'nova-gpu-p2p-guest ' not in line:
-                    continue
-                rest = line.split('nova-gpu-p2p-guest ', 1)[1]
-                found.extend('%s:%d: %s' % (name, number, flag)
-                             for flag in re.findall(r'--[a-z][a-z-]*', rest)
-                             if flag not in options)
-        self.assertEqual([], found)
-
-
-class TestContract(testtools.TestCase):
-    """The agent keeps its own copy of the driver's names (stdlib only)."""
-
-    def test_same_entry_and_version_as_the_driver(self):
-        self.assertEqual(td.ENTRY_NAME, agent.ENTRY_NAME)
-        self.assertEqual(td.FORMAT_VERSION, agent.FORMAT_VERSION)
