@@ -28,6 +28,8 @@ from unittest import mock
 
 import fixtures
 from nova import context as nova_context
+from nova.virt.libvirt import driver as libvirt_driver
+from oslo_utils import versionutils
 
 from harness import demo_cloud
 from harness import nova_cloud as base
@@ -296,11 +298,16 @@ class TraitsFollowTheHostTest(_TraitsTestBase):
         self.run_periodics()
         self.assertEqual(before, self.traits_of('hgx'))
 
-    def test_no_numa_affinity_trait_with_an_older_libvirt(self):
-        """Debian 12's libvirt 9.0 / QEMU 7.2 is the oldest pair tested."""
-        self.start_gpu_compute('old', PAIRS_HOST, libvirt_version=8000000,
-                               qemu_version=6002000)
-        self.assertEqual({traits.GPU_P2P, traits.GPU_P2P_CLIQUE[2]},
+    def test_numa_affinity_trait_on_novas_oldest_libvirt(self):
+        """What the trait needs came long before Nova's own minimums."""
+        self.start_gpu_compute(
+            'old', PAIRS_HOST,
+            libvirt_version=versionutils.convert_version_to_int(
+                libvirt_driver.MIN_LIBVIRT_VERSION),
+            qemu_version=versionutils.convert_version_to_int(
+                libvirt_driver.MIN_QEMU_VERSION))
+        self.assertEqual({traits.GPU_P2P, traits.GPU_NUMA_AFFINITY,
+                          traits.GPU_P2P_CLIQUE[2]},
                          self.ours('old'))
 
 
