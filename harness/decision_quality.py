@@ -60,6 +60,7 @@ import tempfile
 from lxml import etree
 
 from harness import nccl_paths
+from harness import pci_xml
 from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
@@ -164,16 +165,6 @@ class GuestView:
         return next((d for d in self.devices if d.address == address), None)
 
 
-def _hex(text: str | None) -> int:
-    return int(text, 16) if text is not None else 0
-
-
-def _pci_address(element: etree._Element) -> str:
-    return '%04x:%02x:%02x.%x' % tuple(
-        _hex(element.get(name))
-        for name in ('domain', 'bus', 'slot', 'function'))
-
-
 def _node_set(text: str) -> frozenset[int]:
     nodes = set()
     for part in text.split(','):
@@ -195,7 +186,8 @@ def _expander_bus_of(bus: int | None,
         if controller.get('model') == EXPANDER_BUS:
             return bus
         address = controller.find('address')
-        bus = _hex(address.get('bus')) if address is not None else None
+        bus = (pci_xml.number(address.get('bus')) if address is not None
+               else None)
     return None
 
 
@@ -232,13 +224,13 @@ def parse(xml: etree._Element,
             continue
         guest = dev.find('./address')
         bus = _expander_bus_of(
-            _hex(guest.get('bus')) if guest is not None else None,
+            pci_xml.number(guest.get('bus')) if guest is not None else None,
             controllers)
         node = None
         if bus is not None:
             text = controllers[bus].findtext('./target/node')
             node = int(text) if text is not None else None
-        address = _pci_address(source)
+        address = pci_xml.address(source)
         if cliques is not None:
             clique = cliques.get(address)
         else:
@@ -353,18 +345,6 @@ class GuestFunction:
     port_slot: int | None
 
 
-def _passthrough(xml: etree._Element) -> list[tuple[str, etree._Element]]:
-    """(host address, guest ``<address>`` or None) of each device."""
-    found = []
-    for dev in itertools.chain(
-            xml.iterfind("./devices/hostdev[@type='pci']"),
-            xml.iterfind("./devices/interface[@type='hostdev']")):
-        source = dev.find("./source/address")
-        if source is not None and source.get('type', 'pci') == 'pci':
-            found.append((_pci_address(source), dev.find('./address')))
-    return found
-
-
 def _symlink(target: str, link: str) -> None:
     """A relative link; the first one stays where an address repeats.
 
@@ -397,9 +377,10 @@ class _GuestTree:
             address = controller.find('address')
             if (controller.get('model') not in ('pcie-root', EXPANDER_BUS)
                     and address is not None
-                    and _hex(address.get('bus')) == index):
-                found.append(((_hex(address.get('slot')),
-                               _hex(address.get('function'))), child))
+                    and pci_xml.number(address.get('bus')) == index):
+                slot = pci_xml.number(address.get('slot'))
+                function = pci_xml.number(address.get('function'))
+                found.append(((slot, function), child))
         return sorted(found)
 
     def _number(self, xml: etree._Element) -> None:
@@ -414,8 +395,9 @@ class _GuestTree:
             tops.append((index, 'pci0000:%02x' % bus_nr, bus_nr,
                          int(node) if node is not None else -1))
         self.used_root_slots = {
-            _hex(a.get('slot')) for a in xml.iterfind('./devices//address')
-            if a.get('type') == 'pci' and _hex(a.get('bus')) == 0
+            pci_xml.number(a.get('slot'))
+            for a in xml.iterfind('./devices//address')
+            if a.get('type') == 'pci' and pci_xml.number(a.get('bus')) == 0
             and a.getparent().tag != 'source'}
         for index, name, bus, node in tops:
             directory = os.path.join('devices', name)
@@ -474,11 +456,11 @@ class _GuestTree:
         if controller is None or controller.get('model') != 'pcie-root-port':
             return None, None
         address = controller.find('address')
-        parent = self.controllers.get(_hex(address.get('bus')))
+        parent = self.controllers.get(pci_xml.number(address.get('bus')))
         if parent is None or parent.get('model') != EXPANDER_BUS:
             return None, None
         return (int(parent.find('target').get('busNr')),
-                _hex(address.get('slot')))
+                pci_xml.number(address.get('slot')))
 
 
 def guest_tree(xml: etree._Element, root: str,
@@ -495,11 +477,12 @@ def guest_tree(xml: etree._Element, root: str,
     """
     tree = _GuestTree(xml, root)
     found = {}
-    for host, guest in _passthrough(xml):
+    for device, host in pci_xml.passthrough(xml):
+        guest = device.find('./address')
         if guest is None:
             bus, slot, function = tree.auto_root_port(), 0, 0
         else:
-            bus, slot, function = (_hex(guest.get(name)) for name in
+            bus, slot, function = (pci_xml.number(guest.get(name)) for name in
                                    ('bus', 'slot', 'function'))
         directory, number, node = tree.buses[bus]
         tree.function(directory, number, slot, function,

@@ -47,6 +47,7 @@ from nova.virt.libvirt import blockinfo
 from nova.virt.libvirt import driver as libvirt_driver
 
 from harness import nova_cloud as base
+from harness import pci_xml
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import driver as gpu_driver
 from nova_gpu_p2p.topology import model
@@ -169,17 +170,6 @@ class Found:
     hotspots: list[dict] | None = None
 
 
-def _hex(text: str) -> int:
-    return int(text, 16)
-
-
-def _hostdev_address(hostdev: etree._Element) -> str:
-    source = hostdev.find('./source/address')
-    return '%04x:%02x:%02x.%x' % tuple(
-        _hex(source.get(name))
-        for name in ('domain', 'bus', 'slot', 'function'))
-
-
 def cliques(xml: etree._Element) -> dict[str, int]:
     """Host GPU address -> the clique ID QEMU is told, read from the XML."""
     by_alias = qemu_override.cliques_by_alias(xml)
@@ -187,7 +177,8 @@ def cliques(xml: etree._Element) -> dict[str, int]:
     for hostdev in xml.iterfind('./devices/hostdev'):
         alias = hostdev.find('alias')
         if alias is not None and alias.get('name') in by_alias:
-            result[_hostdev_address(hostdev)] = by_alias[alias.get('name')]
+            host = pci_xml.address(hostdev.find('./source/address'))
+            result[host] = by_alias[alias.get('name')]
     return result
 
 
@@ -206,7 +197,8 @@ def expander_buses(xml: etree._Element) -> list[ExpanderBus]:
     for hostdev in xml.iterfind('./devices/hostdev'):
         address = hostdev.find('./address')
         if address is not None and address.get('bus') is not None:
-            on_bus[_hex(address.get('bus'))] = _hostdev_address(hostdev)
+            on_bus[pci_xml.number(address.get('bus'))] = pci_xml.address(
+                hostdev.find('./source/address'))
     controllers = xml.findall("./devices/controller[@type='pci']")
     result = []
     for bus in controllers:
@@ -218,9 +210,9 @@ def expander_buses(xml: etree._Element) -> list[ExpanderBus]:
             address = port.find('address')
             if (port.get('model') == 'pcie-root-port'
                     and address is not None
-                    and _hex(address.get('bus')) == index):
+                    and pci_xml.number(address.get('bus')) == index):
                 ports.append((int(port.get('index')),
-                              _hex(address.get('slot')),
+                              pci_xml.number(address.get('slot')),
                               on_bus.get(int(port.get('index')))))
         result.append(ExpanderBus(
             index=index, bus_nr=int(bus.find('target').get('busNr')),

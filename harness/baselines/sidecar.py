@@ -37,29 +37,13 @@ import itertools
 
 from lxml import etree
 
+from harness import pci_xml
+
 #: The highest bus number an expander bus's hierarchy may use.
 TOP_BUS = 254
 #: The recipe's example puts its first expander bus in slot 0x0a.
 FIRST_SLOT = 0x0a
 PCI_SLOTS = 32
-
-
-def _address(element: etree._Element) -> str:
-    return '%04x:%02x:%02x.%x' % tuple(
-        int(element.get(name, '0'), 16)
-        for name in ('domain', 'bus', 'slot', 'function'))
-
-
-def _devices(root: etree._Element) -> list[tuple[etree._Element, str]]:
-    """Each PCI passthrough device and its host address."""
-    found = []
-    for device in itertools.chain(
-            root.iterfind("./devices/hostdev[@type='pci']"),
-            root.iterfind("./devices/interface[@type='hostdev']")):
-        source = device.find('./source/address')
-        if source is not None and source.get('type', 'pci') == 'pci':
-            found.append((device, _address(source)))
-    return found
 
 
 def _pci_address(bus: int, slot: int) -> etree._Element:
@@ -87,7 +71,7 @@ def apply(domain_xml: str | bytes, host_node: Mapping[str, int | None]
     root = etree.fromstring(domain_xml)
     devices = root.find('./devices')
     by_node: dict[int, list[etree._Element]] = {}
-    for device, address in _devices(root):
+    for device, address in pci_xml.passthrough(root):
         node = host_node.get(address)
         if node is not None:
             by_node.setdefault(node, []).append(device)
