@@ -291,7 +291,7 @@ def _request_spec(request: int) -> 'objects.RequestSpec':
         extra_specs=flavor_commands.properties(wanted))
     image = objects.ImageMeta.from_dict({})
     spec = objects.RequestSpec(
-        flavor=flavor, is_bfv=False, image=image,
+        flavor=flavor, is_bfv=False, image=image, requested_resources=[],
         instance_uuid=str(uuid.uuid4()),
         pci_requests=pci_request.get_pci_requests_from_flavor(flavor),
         numa_topology=hardware.numa_get_constraints(flavor, image))

@@ -107,6 +107,10 @@ class _CliqueSchedulingBase(base.GPUHostsTestBase):
     def setUp(self):
         super().setUp()
         self.flags(report_in_placement=True, group='pci')
+        # As scheduling-scale.rst recommends: 4 of 8 free GPUs are 1680
+        # candidates, and Nova's default cap of 1000 keeps whichever
+        # placement generated first, which may hold no best fit.
+        self.flags(max_placement_results=10000, group='scheduler')
         # Nova reads the host's sysfs for each device_spec address.
         self.useFixture(fixtures.MockPatch(
             'nova.pci.utils.is_physical_function', return_value=False))
