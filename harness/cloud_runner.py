@@ -61,6 +61,19 @@ def quiet() -> typing.Iterator[typing.TextIO]:
         os.close(saved[1])
 
 
+def patch_first() -> None:
+    """Patch with eventlet as Nova's functional tests do, before Nova loads.
+
+    oslo.db keeps each request context's transaction in a thread-local
+    class made when it is imported: imported unpatched, every greenthread
+    of an in-process cloud shares it, and a write beside another
+    greenthread's read fails ("Can't upgrade a READER transaction to a
+    WRITER"). The tools call this before they import anything of Nova.
+    """
+    with quiet():
+        importlib.import_module('nova.tests.functional')
+
+
 def run(method: str, cloud: str = 'demo_cloud.HGXCloud',
         **attributes: object) -> list:
     """Run ``HGXCloud(method)``; what it hands to its sink, in order.

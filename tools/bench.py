@@ -57,6 +57,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 from oslo_config import cfg  # noqa: E402
 
 from harness import cloud_runner  # noqa: E402
+if '--child' not in sys.argv:
+    # The in-process clouds need it; the privsep and stall children
+    # measure reads and stalls without it.
+    cloud_runner.patch_first()
 from harness import decision_quality  # noqa: E402
 from harness import scheduling_sim  # noqa: E402
 from nova_gpu_p2p import conf  # noqa: E402

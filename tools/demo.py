@@ -38,16 +38,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
 from lxml import etree  # noqa: E402
+from oslo_utils import versionutils  # noqa: E402
 
 from harness import cloud_runner  # noqa: E402
+cloud_runner.patch_first()
 from nova_gpu_p2p.guest import topology_description  # noqa: E402
 from nova_gpu_p2p.guest_agent import cli  # noqa: E402
 from tests.fixtures import guest_sysfs  # noqa: E402
-
-
-def _version(number: int) -> str:
-    return '%d.%d.%d' % (number // 1000000, number // 1000 % 1000,
-                         number % 1000)
 
 
 def _title(text: str) -> None:
@@ -79,9 +76,9 @@ def report(found, xml_path: str = DEFAULT_XML) -> None:
           'gpu_p2p.py that this package installs into Nova gives it %s.)'
           % (found.compute_driver, found.driver))
 
+    libvirt, qemu = map(versionutils.convert_version_to_str, found.versions)
     _title('Host %s (corpus host %s): libvirt %s, QEMU %s' % (
-        demo_cloud.HOSTNAME, demo_cloud.CORPUS_HOST,
-        _version(found.versions[0]), _version(found.versions[1])))
+        demo_cloud.HOSTNAME, demo_cloud.CORPUS_HOST, libvirt, qemu))
     print('Topology backend: %s' % demo_cloud.BACKEND_NOTE)
     print('\n  %-14s %-6s %-5s %-12s %s' % ('GPU', 'device', 'NUMA',
                                             'root complex', 'host clique'))
