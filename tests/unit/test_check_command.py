@@ -35,7 +35,6 @@ from nova_gpu_p2p.checks import report
 from nova_gpu_p2p.checks import result
 from nova_gpu_p2p.checks import versions
 from nova_gpu_p2p.cmd import cli
-from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
 from tests.unit import test_checks
@@ -103,10 +102,7 @@ class TestCheckCLI(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.useFixture(test_cli.NoHostConfig())
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova_gpu_p2p.topology.sysfs.read_pci_config',
-            sysfs.read_config_direct))
+        self.useFixture(test_cli.TreeReads())
         self.probe = self.useFixture(fixtures.MockPatch(
             'nova_gpu_p2p.checks.versions.probe_versions',
             return_value=versions.HostVersions(None, None,

@@ -39,6 +39,7 @@ from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import sysfs
 from tests.unit import test_corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(
@@ -80,6 +81,20 @@ class NoHostConfig(fixtures.Fixture):
             'oslo_config.cfg.find_config_files', return_value=self.files))
         self.useFixture(fixtures.MockPatch(
             'oslo_config.cfg.find_config_dirs', return_value=[]))
+
+
+class TreeReads(fixtures.Fixture):
+    """The CLI run as root on a generated sysfs tree, with no nova.conf.
+
+    PCI config space is read straight from the tree, as root would,
+    instead of through privsep.
+    """
+
+    def _setUp(self) -> None:
+        self.useFixture(NoHostConfig())
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_gpu_p2p.topology.sysfs.read_pci_config',
+            sysfs.read_config_direct))
 
 
 def run(*argv: str) -> tuple[int, str, str]:

@@ -44,7 +44,6 @@ from nova_gpu_p2p import flavor_commands as fc
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.topology import model
-from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import hosts
 from tests.unit import test_cli
 from tests.unit import test_corpus
@@ -650,19 +649,12 @@ class TestDeviceSpecCLI(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.useFixture(test_cli.NoHostConfig())
-        # Read config space straight from the generated tree, as root
-        # would, instead of through privsep.
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova_gpu_p2p.topology.sysfs.read_pci_config',
-            sysfs.read_config_direct))
+        self.useFixture(test_cli.TreeReads())
 
     def run_cli(self, *argv):
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = cli.main(list(argv))
-        self.assertEqual(0, rc, err.getvalue())
-        return out.getvalue()
+        rc, out, err = test_cli.run(*argv)
+        self.assertEqual(0, rc, err)
+        return out
 
     def test_one_line_per_gpu_with_a_clique(self):
         # At PXB each pair behind one switch is a clique, in address order.
