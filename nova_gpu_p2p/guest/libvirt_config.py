@@ -34,7 +34,6 @@ import functools
 from lxml import etree
 from nova.virt.libvirt import config as vconfig
 
-from nova_gpu_p2p import nova_hooks
 
 #: libvirt's namespace for QEMU-specific domain XML.
 QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
@@ -53,21 +52,15 @@ def nova_fields(nova_class: type) -> frozenset[str]:
 
 
 def _copy_fields(nova_object, built):
-    """``built`` with the values of the fields ``nova_object`` declares.
+    """``built`` with every attribute value ``nova_object`` has.
 
-    Raises IncompatibleNova where the object carries an attribute its
-    class does not declare (a Nova that sets fields outside ``__init__``):
-    copying the declared ones would drop it silently.
+    Those Nova set outside ``__init__`` too: Nova's ``format_dom``, which
+    ours inherits, may write them. Never refused here: this runs on every
+    guest build, existing servers' reboots included, and the start-up
+    check (:mod:`..nova_hooks`) is where an incompatible Nova stops.
     """
-    fields = nova_fields(type(nova_object))
-    undeclared = set(vars(nova_object)) - fields
-    if undeclared:
-        raise nova_hooks.IncompatibleNova(
-            'nova-gpu-p2p cannot extend a %s carrying %s, which its class '
-            'does not declare' % (type(nova_object).__name__,
-                                  ', '.join(sorted(undeclared))))
-    for name in fields:
-        setattr(built, name, getattr(nova_object, name))
+    for name, value in vars(nova_object).items():
+        setattr(built, name, value)
     return built
 
 
