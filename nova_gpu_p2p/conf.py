@@ -99,6 +99,29 @@ class PCIHole64(_ParsedType):
         return size
 
 
+class FabricManagerAddress(_ParsedType):
+    """``HOST:PORT`` (TCP) or an absolute path (Unix socket), as text.
+
+    What fmConnect takes; checked here so a typo stops nova-compute at
+    start-up rather than at the first GPU boot.
+    """
+
+    TYPE_NAME = 'Fabric Manager address'
+
+    def __call__(self, value):
+        text = str(value).strip()
+        if text.startswith('/'):
+            return text
+        host, sep, port = text.rpartition(':')
+        if (not sep or not host or any(c.isspace() for c in host)
+                or not port.isdigit() or not 1 <= int(port) <= 65535):
+            raise ValueError(
+                f"'{value}' is neither HOST:PORT with a port from 1 to "
+                f"65535 (for example 127.0.0.1:6666) nor an absolute Unix "
+                f"socket path")
+        return text
+
+
 OPTS = [
     cfg.StrOpt(
         'topology_backend',
@@ -109,7 +132,9 @@ OPTS = [
              'the GPUs are bound to vfio-pci; "static" reads '
              'static_topology_file, written by the operator or captured '
              'on bare metal; "nvml" asks the NVIDIA driver (only when the '
-             'GPUs are visible to it) and adds NVLink.'),
+             'GPUs are visible to it) and adds NVLink; "fabricmanager" '
+             '(NVIDIA HGX boards with NVSwitch) adds NVLink within the '
+             'partitions that NVIDIA Fabric Manager supports.'),
     cfg.StrOpt(
         'sysfs_root',
         default='/sys',
@@ -201,6 +226,34 @@ OPTS = [
              'values prefer the loosest fit. The aggregate metadata key '
              'gpu_p2p_clique_fit_weight_multiplier overrides it per '
              'aggregate.'),
+    cfg.Opt(
+        'fabric_manager_address',
+        type=FabricManagerAddress(),
+        default='127.0.0.1:6666',
+        help='Where NVIDIA Fabric Manager listens, for the fabricmanager '
+             'topology backend. Fabric Manager (nvidia-fabricmanager) is '
+             'the host service that programs the NVSwitches of an HGX '
+             'board; in shared NVSwitch virtualization mode (FABRIC_MODE=1 '
+             'in its configuration) it activates the partition of GPUs '
+             'that one guest gets, which is what gives that guest NVLink. '
+             'Either HOST:PORT for TCP (Fabric Manager\'s default is '
+             '127.0.0.1:6666) or the absolute path of its Unix socket.'),
+    cfg.StrOpt(
+        'fabric_manager_library',
+        default='libnvfm.so.1',
+        help='The Fabric Manager client library, installed with NVIDIA\'s '
+             'Fabric Manager packages, that the fabricmanager backend '
+             'loads: a file name found by the dynamic loader, or an '
+             'absolute path.'),
+    cfg.StrOpt(
+        'module_id_file',
+        default='/var/lib/nova/gpu_p2p_module_ids.json',
+        help='Where the fabricmanager backend keeps each GPU\'s HGX module '
+             'ID (the number by which Fabric Manager names GPUs). NVML '
+             'tells it only while a GPU is bound to the nvidia driver, not '
+             'while it is bound to vfio-pci for a guest, so the answers '
+             'are kept here. Not used when static_topology_file gives '
+             'module_id per GPU.'),
     cfg.BoolOpt(
         'report_traits',
         default=True,

@@ -14,8 +14,9 @@
 
 """The host's PCI and NUMA topology as plain, immutable data.
 
-Backends (sysfs, static file, NVML) produce a :class:`HostTopology`; the
-link-class, clique and guest-layout rules are pure functions over it.
+Backends (sysfs, static file, NVML, Fabric Manager) produce a
+:class:`HostTopology`; the link-class, clique and guest-layout rules are
+pure functions over it.
 """
 
 import dataclasses
@@ -144,12 +145,27 @@ class NumaNode:
 
 
 @dataclasses.dataclass(frozen=True)
+class FabricPartition:
+    """One NVIDIA Fabric Manager partition, its GPUs by PCI address.
+
+    Fabric Manager names a partition's GPUs by module ID; the backend
+    maps them to addresses, so the rules never see module IDs.
+    """
+
+    id: int
+    #: PCI addresses of its GPUs, sorted.
+    gpus: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class HostTopology:
     """Everything the rules need to know about one host."""
 
     functions: dict[str, PCIFunction]
     numa_nodes: tuple[NumaNode, ...] = ()
-    #: Pairs of GPU addresses joined by NVLink (NVML backend only).
+    #: Pairs of GPU addresses joined by NVLink (NVML backend), or sharing
+    #: a Fabric Manager partition of two or more GPUs (fabricmanager
+    #: backend).
     nvlink_pairs: frozenset[frozenset[str]] = frozenset()
     #: False when config space could not be read (no root, no privsep):
     #: port types are inferred from the tree, and the bridges read without
@@ -159,6 +175,9 @@ class HostTopology:
     #: listed here is P2P capable or not regardless of the PCI tree.
     p2p_overrides: dict[frozenset[str], bool] = dataclasses.field(
         default_factory=dict)
+    #: The partitions NVIDIA Fabric Manager supports on an HGX board
+    #: (fabricmanager backend); empty on hosts without Fabric Manager.
+    fabric_partitions: tuple[FabricPartition, ...] = ()
     #: Human-readable notes on what was odd or missing during discovery.
     findings: tuple[str, ...] = ()
 

@@ -52,6 +52,10 @@ class TestDefaults(ConfTestCase):
         self.assertEqual('auto', group.pcihole64)
         self.assertTrue(group.report_traits)
         self.assertEqual(10.0, group.clique_fit_weight_multiplier)
+        self.assertEqual('127.0.0.1:6666', group.fabric_manager_address)
+        self.assertEqual('libnvfm.so.1', group.fabric_manager_library)
+        self.assertEqual('/var/lib/nova/gpu_p2p_module_ids.json',
+                         group.module_id_file)
 
     def test_list_opts_has_every_option(self):
         [(group, opts)] = conf.list_opts()
@@ -61,7 +65,9 @@ class TestDefaults(ConfTestCase):
              'p2p_level', 'acs_policy', 'clique_map',
              'expander_bus_grouping', 'align_device_types',
              'guest_numa_distances', 'pcihole64', 'guest_topology',
-             'clique_fit_weight_multiplier', 'report_traits'},
+             'clique_fit_weight_multiplier', 'report_traits',
+             'fabric_manager_address', 'fabric_manager_library',
+             'module_id_file'},
             {opt.dest for opt in opts})
         for opt in opts:
             self.assertTrue(opt.help, opt.dest)
@@ -95,6 +101,13 @@ class TestGoodValues(ConfTestCase):
         self.assertEqual(
             ['gpu'],
             self.load('align_device_types = gpu').gpu_p2p.align_device_types)
+
+    def test_fabric_manager_address(self):
+        for text in ('10.0.0.5:6666', 'fm.example.org:7000',
+                     '[::1]:6666', '/var/run/nvidia-fabricmanager/fm.sock'):
+            opts = self.load('fabric_manager_address = %s' % text)
+            conf.validate(opts)
+            self.assertEqual(text, opts.gpu_p2p.fabric_manager_address)
 
     def test_static_backend_with_file(self):
         conf.validate(self.load('topology_backend = static\n'
@@ -153,6 +166,14 @@ class TestBadValues(ConfTestCase):
         self.assertRefused('guest_numa_distances = 2',
                            'guest_numa_distances')
 
+    def test_fabric_manager_address(self):
+        for text in ('127.0.0.1', 'localhost:', ':6666', '127.0.0.1:0',
+                     '127.0.0.1:65536', '127.0.0.1:fm',
+                     'run/fm.sock'):
+            self.assertRefused('fabric_manager_address = %s' % text,
+                               'fabric_manager_address', "'%s'" % text,
+                               'HOST:PORT', 'absolute Unix socket path')
+
     def test_static_backend_without_file(self):
         opts = self.load('topology_backend = static')
         exc = self.assertRaises(conf.InvalidConfig, conf.validate, opts)
@@ -167,6 +188,11 @@ class TestSampleFormatting(testtools.TestCase):
         value = kind('81:00.0:4')
         self.assertEqual('0000:81:00.0:4', kind._formatter(value))
         self.assertEqual(value, kind(kind._formatter(value)))
+
+    def test_fabric_manager_address_round_trip(self):
+        kind = conf.FabricManagerAddress()
+        for value in ('127.0.0.1:6666', '/run/fm.sock'):
+            self.assertEqual(value, kind(kind._formatter(value)))
 
     def test_pcihole64_round_trip(self):
         kind = conf.PCIHole64()
