@@ -20,13 +20,9 @@ import testtools
 
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import model
+from tests.fixtures import hosts
 
-#: Module ID -> GPU address, not in PCI order, as on HGX boards.
-MODULES = {
-    1: '0000:1b:00.0', 2: '0000:18:00.0', 3: '0000:2a:00.0',
-    4: '0000:29:00.0', 5: '0000:9d:00.0', 6: '0000:9a:00.0',
-    7: '0000:ab:00.0', 8: '0000:a8:00.0',
-}
+MODULES = hosts.HGX_MODULES
 
 #: The H100 board's partitions, as Fabric Manager lists them.
 H100 = {
@@ -55,7 +51,7 @@ class TestToAddresses(testtools.TestCase):
         by_id = {p.id: p for p in found}
         self.assertEqual(gpus(*range(1, 9)), by_id[0].gpus)
         self.assertEqual(gpus(1, 3), by_id[3].gpus)
-        self.assertEqual(('0000:1b:00.0', '0000:2a:00.0'), by_id[3].gpus)
+        self.assertEqual(('0000:04:00.0', '0000:08:00.0'), by_id[3].gpus)
         self.assertEqual((MODULES[8],), by_id[14].gpus)
 
     def test_addresses_are_sorted(self):
@@ -150,9 +146,9 @@ class TestForInstance(testtools.TestCase):
         self.check(gpus(8), (14,), False)
 
     def test_not_a_partition_gets_single_partitions_without_nvlink(self):
-        # In address order: module 2 (18:00.0) before module 1 (1b:00.0).
+        # In address order: module 2 (03:00.0) before module 1 (08:00.0).
         self.check(gpus(1, 2), (8, 7), False)
-        self.check(gpus(1, 3, 5), (7, 9, 11), False)
+        self.check(gpus(1, 3, 5), (9, 7, 11), False)
 
     def test_gpus_without_single_partition_are_missing(self):
         found = tuple(p for p in self.found if p.id not in (7, 11))
@@ -163,7 +159,7 @@ class TestForInstance(testtools.TestCase):
             partitions.for_instance(found, gpus(1, 2, 5)))
 
     def test_unknown_gpu_is_missing(self):
-        self.check(gpus(1, 3) + ('0000:c1:00.0',), (7, 9), False,
+        self.check(gpus(1, 3) + ('0000:c1:00.0',), (9, 7), False,
                    ('0000:c1:00.0',))
 
     def test_no_gpus(self):
