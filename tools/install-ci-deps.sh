@@ -19,27 +19,31 @@
 # pull in without recommends. shellcheck checks the devstack plugin in the
 # unit tests. Installs them where it can (root with apt-get); elsewhere it says
 # what is missing and leaves the choice to the caller: the tests skip
-# unless NOVA_GPU_P2P_REQUIRE_TOOLS=1.
+# unless NOVA_GPU_P2P_REQUIRE_TOOLS=1. gcc, with libc6-dev's headers, builds
+# the tests' stand-in for NVIDIA Fabric Manager's client library
+# (tests/fixtures/nvfm); the tests that load it fail without it.
 set -euo pipefail
 
-readonly PACKAGES=(libvirt-clients libxml2-utils shellcheck)
+readonly PACKAGES=(libvirt-clients libxml2-utils shellcheck gcc libc6-dev)
 
 if command -v virt-xml-validate >/dev/null 2>&1 &&
         command -v xmllint >/dev/null 2>&1 &&
-        command -v shellcheck >/dev/null 2>&1; then
-    echo "install-ci-deps: virt-xml-validate, xmllint and shellcheck present"
+        command -v shellcheck >/dev/null 2>&1 &&
+        command -v gcc >/dev/null 2>&1 &&
+        [[ -f /usr/include/stdio.h ]]; then
+    echo "install-ci-deps: virt-xml-validate, xmllint, shellcheck, gcc and libc6-dev present"
     exit 0
 fi
 if [[ "$(id -u)" -ne 0 ]]; then
-    echo "install-ci-deps: not root, not installing ${PACKAGES[*]} (virt-xml-validate, xmllint or shellcheck missing)"
+    echo "install-ci-deps: not root, not installing ${PACKAGES[*]} (virt-xml-validate, xmllint, shellcheck, gcc or libc6-dev missing)"
     exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-ci-deps: no apt-get, not installing ${PACKAGES[*]} (virt-xml-validate, xmllint or shellcheck missing)"
+    echo "install-ci-deps: no apt-get, not installing ${PACKAGES[*]} (virt-xml-validate, xmllint, shellcheck, gcc or libc6-dev missing)"
     exit 0
 fi
 
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
-command -v virt-xml-validate xmllint shellcheck
+command -v virt-xml-validate xmllint shellcheck gcc
