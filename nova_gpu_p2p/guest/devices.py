@@ -23,6 +23,18 @@ import enum
 
 from nova_gpu_p2p.topology import model
 
+#: PCI class of an HGX board's NVSwitch functions (bridge, other).
+NVSWITCH_CLASS = 0x0680
+
+
+def is_nvswitch(function: model.PCIFunction) -> bool:
+    """An NVSwitch of an HGX board (H100/H200: ``10de:22a3``).
+
+    By class rather than device ID, so that other generations count too.
+    """
+    return (function.vendor == model.NVIDIA_VENDOR_ID
+            and function.class_code >> 8 == NVSWITCH_CLASS)
+
 
 class DeviceKind(str, enum.Enum):
     """What ``[gpu_p2p] align_device_types`` selects by."""
@@ -49,6 +61,9 @@ class GuestDevice:
     bars64: tuple[int, ...] = ()
     #: Whether the host topology knows it at all.
     known: bool = True
+    #: An NVSwitch, passed through with a whole board's GPUs (Fabric
+    #: Manager's full passthrough mode).
+    nvswitch: bool = False
 
 
 def describe(address: str, topology: model.HostTopology,
@@ -74,9 +89,19 @@ def describe(address: str, topology: model.HostTopology,
                        nvidia_gpu=function.is_nvidia_gpu,
                        numa_node=function.numa_node,
                        root_complex=function.root_complex,
-                       bars64=function.bars64)
+                       bars64=function.bars64,
+                       nvswitch=is_nvswitch(function))
 
 
 def aligned(device: GuestDevice, types: frozenset[str]) -> bool:
-    """Whether ``align_device_types`` moves this device with its locality."""
+    """Whether ``align_device_types`` moves this device with its locality.
+
+    NVSwitches move with the GPUs, onto their root complex's or NUMA
+    node's expander bus: the guest's Fabric Manager and NVIDIA driver
+    expect the board's switches beside its GPUs, not alone on the root
+    bus. Their kind stays ``other``: the guest agent counts only GPUs as
+    GPUs (NCCL's P2P pairs).
+    """
+    if device.nvswitch and DeviceKind.GPU.value in types:
+        return True
     return 'all' in types or device.kind.value in types

@@ -1035,3 +1035,59 @@ class TestExistingServer(DecideBase):
             self.assertEqual(
                 (first.cliques, first.buses, first.hole64, first.distances),
                 (again.cliques, again.buses, again.hole64, again.distances))
+
+
+class TestNVSwitchLayout(DecideBase):
+    """A whole HGX board (FABRIC_MODE=0): the NVSwitches go with the GPUs.
+
+    The corpus host ``hgx-8gpu-nvswitch-2numa``: four GPUs and the four
+    NVSwitches (0d-10) under root complex pci0000:00 on node 0, four GPUs
+    under pci0000:80 on node 1.
+    """
+
+    GPUS = ('0000:03:00.0', '0000:04:00.0', '0000:08:00.0', '0000:09:00.0',
+            '0000:83:00.0', '0000:84:00.0', '0000:88:00.0', '0000:89:00.0')
+    SWITCHES = ('0000:0d:00.0', '0000:0e:00.0', '0000:0f:00.0',
+                '0000:10:00.0')
+
+    def setUp(self):
+        super().setUp()
+        self.hgx = discovery.evaluate(
+            test_corpus.discover('hgx-8gpu-nvswitch-2numa'), make_conf())
+        # Address bits for eight 128 GiB BARs.
+        self.guest = facts(phys_bits=46)
+
+    def test_switch_is_classified_with_the_gpus(self):
+        switch = devices.describe(self.SWITCHES[0], self.hgx.topology)
+        self.assertTrue(switch.nvswitch)
+        self.assertFalse(switch.nvidia_gpu)
+        # The guest agent counts only GPUs as GPUs.
+        self.assertIs(devices.DeviceKind.OTHER, switch.kind)
+        self.assertTrue(devices.aligned(switch, frozenset({'gpu'})))
+        self.assertFalse(devices.aligned(switch, frozenset({'nic'})))
+        self.assertFalse(devices.describe(self.GPUS[0],
+                                          self.hgx.topology).nvswitch)
+
+    def test_switches_on_their_gpus_expander_bus(self):
+        for grouping in expander_buses.Grouping:
+            result = self.decide(
+                request(numa='required'), self.GPUS + self.SWITCHES,
+                host=self.hgx, guest=self.guest, options=plan.Options(
+                    grouping=grouping, align=frozenset({'gpu'})))
+            self.assertIsNone(result.refusal)
+            self.assertEqual(
+                [(0, sorted(self.GPUS[:4] + self.SWITCHES)),
+                 (1, list(self.GPUS[4:]))],
+                [(b.host_numa_node, [p.device for p in b.ports])
+                 for b in result.buses.buses], grouping)
+            self.assertEqual({}, result.buses.unplaced)
+
+    def test_never_alone_on_the_root_bus(self):
+        # Even with no GPU of node 0, the switches get node 0's bus.
+        result = self.decide(request(numa='required'),
+                             self.GPUS[4:] + self.SWITCHES, host=self.hgx,
+                             guest=self.guest)
+        self.assertIsNone(result.refusal)
+        self.assertEqual([list(self.SWITCHES), list(self.GPUS[4:])],
+                         [[p.device for p in b.ports]
+                          for b in result.buses.buses])
