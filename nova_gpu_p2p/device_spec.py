@@ -31,6 +31,15 @@ with the topology. An entry's traits are read as Nova reads them
 (:func:`entry_traits`: Nova's ``get_traits``, os-traits' normalisation),
 so an operator's ``gpu_p2p_clique_id_3`` counts as the trait Nova puts on
 the provider, ``CUSTOM_GPU_P2P_CLIQUE_ID_3``.
+
+On a host with NVIDIA Fabric Manager (an HGX board) a GPU's entry also
+names each partition of two or more GPUs holding it: the trait
+``CUSTOM_GPU_P2P_PARTITION_<id>`` per partition, and the tag
+``gpu_p2p_partitions: "<id>:<GPUs>,..."``, each partition ID with its GPU
+count. The count is there because Nova's pools hold only free GPUs: the
+scheduler could not tell a whole partition from the free part of one
+(:mod:`nova_gpu_p2p.scheduler.partition_fit`). Hosts without partitions
+get no such trait or tag.
 """
 
 from collections.abc import Iterable
@@ -43,17 +52,53 @@ import types
 import warnings
 
 from nova_gpu_p2p.topology import host_cliques as host_cliques
+from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 
 #: The device_spec tag (and so PCI pool key) holding a GPU's clique ID.
 CLIQUE_TAG = 'gpu_p2p_clique'
+#: The device_spec tag (and so PCI pool key) holding the Fabric Manager
+#: partitions of two or more GPUs that hold a GPU, with their GPU counts.
+PARTITIONS_TAG = 'gpu_p2p_partitions'
+_NONE: Mapping[int, int] = types.MappingProxyType({})
 
 
-def entry(address: str, clique_id: int) -> str:
-    """The ``[pci] device_spec`` line for a GPU of clique ``clique_id``."""
-    return 'device_spec = %s' % json.dumps({
-        'address': address, 'traits': traits.clique_id_trait(clique_id),
-        CLIQUE_TAG: str(clique_id)})
+def partition_sizes(partitions: Iterable[model.FabricPartition]
+                    ) -> dict[str, dict[int, int]]:
+    """GPU address -> ID and GPU count of each partition of 2+ holding it.
+
+    Partitions of one GPU are left out: every GPU has its own, so they
+    say nothing a scheduler needs.
+    """
+    sizes: dict[str, dict[int, int]] = {}
+    for partition in partitions:
+        if len(partition.gpus) < 2:
+            continue
+        for address in partition.gpus:
+            sizes.setdefault(address, {})[partition.id] = len(
+                partition.gpus)
+    return sizes
+
+
+def _partitions_value(partitions: Mapping[int, int]) -> str:
+    return ','.join('%d:%d' % (partition_id, partitions[partition_id])
+                    for partition_id in sorted(partitions))
+
+
+def entry(address: str, clique_id: int,
+          partitions: Mapping[int, int] = _NONE) -> str:
+    """The ``[pci] device_spec`` line for a GPU of clique ``clique_id``.
+
+    :param partitions: ID -> GPU count of the Fabric Manager partitions
+        of two or more GPUs holding it (:func:`partition_sizes`).
+    """
+    spec = {'address': address, 'traits': ','.join(
+        [traits.clique_id_trait(clique_id)]
+        + [traits.partition_trait(p) for p in sorted(partitions)]),
+        CLIQUE_TAG: str(clique_id)}
+    if partitions:
+        spec[PARTITIONS_TAG] = _partitions_value(partitions)
+    return 'device_spec = %s' % json.dumps(spec)
 
 
 def provider_name(nodename: str, address: str) -> str:
@@ -79,35 +124,83 @@ def tag_clique(tags: Mapping[str, str | None]) -> int | None:
     return clique_id if clique_id in host_cliques.CLIQUE_IDS else None
 
 
+def tag_partitions(tags: Mapping[str, str | None]) -> dict[int, int] | None:
+    """Partition ID -> GPU count, as a tag set (or PCI pool) carries them.
+
+    None where the tag is absent: the host has no Fabric Manager
+    partitions as far as scheduling goes. A value that is not a list of
+    ``<id>:<GPUs>`` (two or more GPUs each) reads as no partition at all:
+    such a GPU serves only 1-GPU requests (unknowns fail closed).
+    """
+    value = tags.get(PARTITIONS_TAG)
+    if value is None:
+        return None
+    partitions = {}
+    for item in str(value).split(','):
+        partition_id, _, size = item.partition(':')
+        if not (partition_id.isdigit() and size.isdigit()
+                and int(size) >= 2):
+            return {}
+        partitions[int(partition_id)] = int(size)
+    return partitions
+
+
+def _provider_wrong(present: Set[str], clique_id: int | None,
+                    partitions: Mapping[int, int]) -> str | None:
+    """What a GPU provider's clique and partition traits get wrong."""
+    wanted = {traits.partition_trait(p) for p in partitions}
+    if clique_id is not None:
+        wanted.add(traits.clique_id_trait(clique_id))
+    ours = {t for t in present if t.startswith(
+        (traits.CLIQUE_ID_PREFIX, traits.PARTITION_PREFIX))}
+    if ours == wanted:
+        return None
+    return 'its placement provider has %s' % (
+        ', '.join(sorted(ours)) or 'no clique trait')
+
+
+def _tag(tags: Mapping[str, str], key: str) -> str:
+    value = tags.get(key)
+    return 'no %s tag' % key if value is None else '%s "%s"' % (key, value)
+
+
+def _entry_wrong(tags: Mapping[str, str], clique_id: int | None,
+                 partitions: Mapping[int, int]) -> str | None:
+    """What a GPU's device_spec tags get wrong."""
+    wrong = []
+    if (tag_clique(tags) != clique_id
+            or (tags.get(CLIQUE_TAG) is not None and clique_id is None)):
+        wrong.append(_tag(tags, CLIQUE_TAG))
+    if tag_partitions(tags) != (dict(partitions) or None):
+        wrong.append(_tag(tags, PARTITIONS_TAG))
+    if not wrong:
+        return None
+    return 'its [pci] device_spec entry has %s' % ', '.join(wrong)
+
+
 def problems(clique_ids: Mapping[str, int | None],
              provider_traits: Mapping[str, Set[str]],
-             spec_tags: Mapping[str, Mapping[str, str]]) -> list[str]:
-    """GPUs whose provider traits or device_spec tag miss their clique.
+             spec_tags: Mapping[str, Mapping[str, str]],
+             partitions: Mapping[str, Mapping[int, int]] = _NONE
+             ) -> list[str]:
+    """GPUs whose provider traits or device_spec tags miss their groups.
 
     :param clique_ids: GPU address -> host clique ID (None: no clique).
     :param provider_traits: GPU address -> traits of its placement
         provider, for the GPUs that have one.
     :param spec_tags: GPU address -> tags of the device_spec entry that
         matches it, for the GPUs that one matches.
+    :param partitions: GPU address -> its Fabric Manager partitions
+        (:func:`partition_sizes`); none on a host without them.
     """
     found = []
     for address, clique_id in sorted(clique_ids.items()):
-        wrong = []
-        if address in provider_traits:
-            wanted = (set() if clique_id is None
-                      else {traits.clique_id_trait(clique_id)})
-            present = {t for t in provider_traits[address]
-                       if t.startswith(traits.CLIQUE_ID_PREFIX)}
-            if present != wanted:
-                wrong.append('its placement provider has %s' % (
-                    ', '.join(sorted(present)) or 'no clique trait'))
-        if address in spec_tags:
-            value = spec_tags[address].get(CLIQUE_TAG)
-            if (tag_clique(spec_tags[address]) != clique_id
-                    or (value is not None and clique_id is None)):
-                wrong.append('its [pci] device_spec entry has %s' % (
-                    'no %s tag' % CLIQUE_TAG if value is None
-                    else '%s "%s"' % (CLIQUE_TAG, value)))
+        held = partitions.get(address, _NONE)
+        wrong = [why for why in (
+            _provider_wrong(provider_traits[address], clique_id, held)
+            if address in provider_traits else None,
+            _entry_wrong(spec_tags[address], clique_id, held)
+            if address in spec_tags else None) if why]
         if not wrong:
             continue
         if clique_id is None:
@@ -117,7 +210,7 @@ def problems(clique_ids: Mapping[str, int | None],
         else:
             found.append('GPU %s is in clique %d but %s: set %s'
                          % (address, clique_id, ' and '.join(wrong),
-                            entry(address, clique_id)))
+                            entry(address, clique_id, held)))
     return found
 
 

@@ -17,7 +17,9 @@
 Only the names in :data:`OWNED` are ever added or removed on the compute
 node provider by the driver; every other trait on the provider belongs to
 someone else. :func:`clique_id_trait` names the trait that marks a GPU's
-own provider with its clique when PCI devices are tracked in placement.
+own provider with its clique when PCI devices are tracked in placement,
+:func:`partition_trait` those marking it with each NVIDIA Fabric Manager
+partition of two or more GPUs it is in.
 
 os-traits has no standard trait for GPU peer-to-peer or for guest PCIe
 buses bound to NUMA nodes (``COMPUTE_SOCKET_PCI_NUMA_AFFINITY`` is Nova's
@@ -45,6 +47,8 @@ OWNED = frozenset([GPU_P2P, GPU_P2P_NVLINK, GPU_NUMA_AFFINITY,
                    *GPU_P2P_CLIQUE.values()])
 #: Prefix of the per-GPU trait naming its host clique ID.
 CLIQUE_ID_PREFIX = os_traits.normalize_name('GPU_P2P_CLIQUE_ID_')
+#: Prefix of the per-GPU trait naming a Fabric Manager partition it is in.
+PARTITION_PREFIX = os_traits.normalize_name('GPU_P2P_PARTITION_')
 
 
 def p2p_traits(topology: model.HostTopology,
@@ -79,3 +83,8 @@ def numa_affinity(topology: model.HostTopology,
 def clique_id_trait(clique_id: int) -> str:
     """The trait marking a GPU's own provider with its host clique ID."""
     return '%s%d' % (CLIQUE_ID_PREFIX, clique_id)
+
+
+def partition_trait(partition_id: int) -> str:
+    """The trait marking a GPU's own provider with a partition holding it."""
+    return '%s%d' % (PARTITION_PREFIX, partition_id)

@@ -171,7 +171,10 @@ def cmd_topology(args: argparse.Namespace) -> int:
     report = to_json(result, level, opts.gpu_p2p.acs_policy,
                      sources.config_read(opts))
     if args.device_spec:
-        lines = [device_spec.entry(address, clique)
+        partitions = device_spec.partition_sizes(
+            result.topology.fabric_partitions)
+        lines = [device_spec.entry(address, clique,
+                                   partitions.get(address, {}))
                  for address, clique in sorted(result.cliques.ids.items())
                  if clique is not None]
         # Notes go to stderr, so that stdout can be pasted into nova.conf.
@@ -205,5 +208,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     output.add_argument('--device-spec', action='store_true',
                         help='print [pci] device_spec lines that tag each '
                              'GPU\'s placement provider with its clique '
-                             '(for [pci] report_in_placement)')
+                             'and Fabric Manager partitions (for [pci] '
+                             'report_in_placement)')
     topo.set_defaults(func=cmd_topology)

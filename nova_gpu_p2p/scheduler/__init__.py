@@ -25,7 +25,9 @@ Enable in nova-scheduler's nova.conf::
     weight_classes = nova.scheduler.weights.all_weighers,
                      nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher
 
-The rule is in :mod:`nova_gpu_p2p.scheduler.clique_fit`.
+The rule is in :mod:`nova_gpu_p2p.scheduler.clique_fit`; on a host with
+NVIDIA Fabric Manager partitions, in
+:mod:`nova_gpu_p2p.scheduler.partition_fit`.
 """
 
 from nova_gpu_p2p.scheduler.clique_filter import GPUP2PCliqueFilter

@@ -16,10 +16,12 @@
 
 For a flavor with ``hw:gpu_p2p_clique=required`` and PCI devices tracked
 in placement, the filter drops every candidate whose GPUs are not all in
-one host clique, orders the rest best fit first (see
-:mod:`nova_gpu_p2p.scheduler.clique_fit`) so that the scheduler, which
-claims a host's first candidate, takes GPUs from the tightest clique, and
-drops the host when nothing fits. Every other request passes untouched.
+one host clique (on a Fabric Manager host: not exactly one partition),
+orders the rest best fit first (see
+:mod:`nova_gpu_p2p.scheduler.clique_fit` and
+:mod:`nova_gpu_p2p.scheduler.partition_fit`) so that the scheduler, which
+claims a host's first candidate, takes the tightest fit, and drops the
+host when nothing fits. Every other request passes untouched.
 """
 
 from nova.scheduler import filters

@@ -15,7 +15,9 @@
 """Prefer the host whose best clique fits a ``required`` request tightest.
 
 A host's weight is minus its *leftover*: the free GPUs its best-fit clique
-keeps after the claim (:mod:`nova_gpu_p2p.scheduler.clique_fit`, rule 4).
+keeps after the claim (:mod:`nova_gpu_p2p.scheduler.clique_fit`, rule 4),
+on a Fabric Manager host those of the smallest partition enclosing its
+best fit (:mod:`nova_gpu_p2p.scheduler.partition_fit`, rule 4).
 Hosts where nothing fits weigh less than any host that fits. Requests
 other than ``hw:gpu_p2p_clique=required`` weigh the same everywhere, so
 the weigher changes nothing for them. The multiplier is

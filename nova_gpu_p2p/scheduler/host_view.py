@@ -16,8 +16,9 @@
 
 Everything comes from the compute host's own report: its PCI pools (one
 per GPU provider when PCI devices are in placement, each with the GPU's
-``gpu_p2p_clique`` device_spec tag and its provider UUID) and placement's
-allocation candidates. Nothing here holds a second copy of any topology.
+``gpu_p2p_clique`` and, on a Fabric Manager host, ``gpu_p2p_partitions``
+device_spec tags and its provider UUID) and placement's allocation
+candidates. Nothing here holds a second copy of any topology.
 """
 
 from collections.abc import Mapping
@@ -35,6 +36,7 @@ from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import nova_hooks
 from nova_gpu_p2p.scheduler import clique_fit
+from nova_gpu_p2p.scheduler import partition_fit
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -106,31 +108,52 @@ def can_steer(who: str) -> bool:
     return False
 
 
+def _gpu_pools(host_state) -> dict[str, Mapping[str, Any]]:
+    """The host's NVIDIA GPU pools, by provider."""
+    return {pool['rp_uuid']: pool
+            for pool in getattr(host_state.pci_stats, 'pools', None) or ()
+            if pool.get('rp_uuid') is not None
+            and pool.get('vendor_id') == NVIDIA}
+
+
 def gpus(host_state) -> dict[str, clique_fit.Gpu]:
     """The host's NVIDIA GPU providers, with clique and free count."""
-    found = {}
-    for pool in getattr(host_state.pci_stats, 'pools', None) or ():
-        provider = pool.get('rp_uuid')
-        if provider is None or pool.get('vendor_id') != NVIDIA:
-            continue
-        found[provider] = clique_fit.Gpu(
-            provider, device_spec.tag_clique(pool), int(pool.get('count', 0)))
-    return found
+    return {provider: clique_fit.Gpu(provider, device_spec.tag_clique(pool),
+                                     int(pool.get('count', 0)))
+            for provider, pool in _gpu_pools(host_state).items()}
+
+
+def partition_gpus(host_state) -> dict[str, partition_fit.Gpu]:
+    """The GPU providers with their partitions; none without partitions.
+
+    A host is judged by partitions when any GPU pool carries the tag; a
+    GPU without one there is in no partition of two or more.
+    """
+    pools = _gpu_pools(host_state)
+    tagged = {provider: device_spec.tag_partitions(pool)
+              for provider, pool in pools.items()}
+    if all(partitions is None for partitions in tagged.values()):
+        return {}
+    return {provider: partition_fit.Gpu(
+        provider, tagged[provider] or {}, int(pool.get('count', 0)))
+        for provider, pool in pools.items()}
 
 
 def gpu_providers(candidate: Mapping[str, Any],
-                  host_gpus: Mapping[str, clique_fit.Gpu]) -> list[str]:
+                  host_gpus: Mapping[str, object]) -> list[str]:
     """The GPU providers one allocation candidate takes, once per device."""
     return [provider
             for providers in candidate.get('mappings', {}).values()
             for provider in providers if provider in host_gpus]
 
 
-def fits(host_state) -> tuple[list[clique_fit.Fit], bool]:
+def fits(host_state
+         ) -> tuple[list[clique_fit.Fit] | list[partition_fit.Fit], bool]:
     """Best-first fits of the host's candidates, and whether GPUs count.
 
-    The flag is False when no candidate takes an NVIDIA GPU: the request
-    has nothing for the clique rule to judge.
+    By the partition rule on a Fabric Manager host, else by cliques. The
+    flag is False when no candidate takes an NVIDIA GPU: the request has
+    nothing for either rule to judge.
     """
     host_gpus = gpus(host_state)
     candidates: Sequence[Mapping[str, Any]] = (
@@ -138,4 +161,7 @@ def fits(host_state) -> tuple[list[clique_fit.Fit], bool]:
     taken = [gpu_providers(c, host_gpus) for c in candidates]
     if not any(taken):
         return [], False
+    partitioned = partition_gpus(host_state)
+    if partitioned:
+        return partition_fit.best_first(taken, partitioned), True
     return clique_fit.best_first(taken, host_gpus), True

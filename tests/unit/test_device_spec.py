@@ -20,6 +20,7 @@ import fixtures
 import testtools
 
 from nova_gpu_p2p import device_spec
+from nova_gpu_p2p.topology import model
 
 A = '0000:03:00.0'
 B = '0000:04:00.0'
@@ -213,6 +214,109 @@ class TestProblems(testtools.TestCase):
             problems)
 
 
+#: GPU A of an H100 board: module 1, in the board, the first half and
+#: the pair {1, 3}.
+HELD = {0: 8, 1: 4, 3: 2}
+PART = 'CUSTOM_GPU_P2P_PARTITION_%d'
+HELD_TRAITS = {ID % 0, PART % 0, PART % 1, PART % 3}
+
+
+def _held_tags(value='0:8,1:4,3:2'):
+    return dict(_tags(0), traits=','.join(sorted(HELD_TRAITS)),
+                gpu_p2p_partitions=value)
+
+
+def _held_missing(why):
+    return 'GPU %s is in clique 0 but %s: set %s' % (
+        A, why, device_spec.entry(A, 0, HELD))
+
+
+class TestPartitions(testtools.TestCase):
+    """Fabric Manager partitions in a GPU's entry, and their checks."""
+
+    def test_sizes_of_partitions_of_two_or_more(self):
+        self.assertEqual(
+            {A: {0: 3, 2: 2}, B: {0: 3, 2: 2}, C: {0: 3}},
+            device_spec.partition_sizes((
+                model.FabricPartition(0, (A, B, C)),
+                model.FabricPartition(2, (A, B)),
+                model.FabricPartition(7, (C,)))))
+
+    def test_no_partitions(self):
+        self.assertEqual({}, device_spec.partition_sizes(()))
+
+    def test_entry(self):
+        line = device_spec.entry(A, 0, {3: 2, 1: 4, 0: 8})
+        self.assertEqual(
+            {'address': A,
+             'traits': 'CUSTOM_GPU_P2P_CLIQUE_ID_0,'
+                       'CUSTOM_GPU_P2P_PARTITION_0,'
+                       'CUSTOM_GPU_P2P_PARTITION_1,'
+                       'CUSTOM_GPU_P2P_PARTITION_3',
+             'gpu_p2p_clique': '0', 'gpu_p2p_partitions': '0:8,1:4,3:2'},
+            json.loads(line.split(' = ', 1)[1]))
+
+    def test_entry_without_partitions_unchanged(self):
+        self.assertEqual(_entry(A, 2), device_spec.entry(A, 2, {}))
+
+    def test_entry_traits_as_nova_reads_them(self):
+        value = json.loads(device_spec.entry(A, 0, HELD).split(' = ', 1)[1])
+        self.assertEqual(HELD_TRAITS, device_spec.entry_traits(value))
+
+    def test_tag_read_back(self):
+        value = json.loads(device_spec.entry(A, 0, HELD).split(' = ', 1)[1])
+        self.assertEqual(HELD, device_spec.tag_partitions(value))
+
+    def test_tag_values(self):
+        for value, expected in ((None, None), ('0:8', {0: 8}),
+                                ('3:2,1:4', {1: 4, 3: 2}),
+                                ('', {}), ('3', {}), ('3:1', {}),
+                                ('3:2,x:4', {}), ('-1:2', {}),
+                                ('3:2,', {}), ('3:two', {})):
+            tags = {} if value is None else {'gpu_p2p_partitions': value}
+            self.assertEqual(expected, device_spec.tag_partitions(tags),
+                             value)
+
+    def test_right_traits_and_tags(self):
+        self.assertEqual([], device_spec.problems(
+            {A: 0}, {A: HELD_TRAITS | {'CUSTOM_X'}}, {A: _held_tags()},
+            {A: HELD}))
+
+    def test_provider_missing_a_partition(self):
+        self.assertEqual(
+            [_held_missing('its placement provider has '
+                           'CUSTOM_GPU_P2P_CLIQUE_ID_0, '
+                           'CUSTOM_GPU_P2P_PARTITION_0')],
+            device_spec.problems({A: 0}, {A: {ID % 0, PART % 0}}, {},
+                                 {A: HELD}))
+
+    def test_entry_without_partitions_tag(self):
+        self.assertEqual(
+            [_held_missing('its [pci] device_spec entry has no '
+                           'gpu_p2p_partitions tag')],
+            device_spec.problems({A: 0}, {}, {A: _tags(0)}, {A: HELD}))
+
+    def test_entry_with_wrong_partitions(self):
+        self.assertEqual(
+            [_held_missing('its [pci] device_spec entry has '
+                           'gpu_p2p_clique "1", gpu_p2p_partitions "0:8"')],
+            device_spec.problems({A: 0}, {},
+                                 {A: dict(_tags(1), gpu_p2p_partitions='0:8')},
+                                 {A: HELD}))
+
+    def test_partitions_on_a_host_without_them(self):
+        self.assertEqual(
+            [_missing(A, 0, 'its placement provider has '
+                            'CUSTOM_GPU_P2P_CLIQUE_ID_0, '
+                            'CUSTOM_GPU_P2P_PARTITION_0, '
+                            'CUSTOM_GPU_P2P_PARTITION_1, '
+                            'CUSTOM_GPU_P2P_PARTITION_3 and its [pci] '
+                            'device_spec entry has gpu_p2p_partitions '
+                            '"0:8,1:4,3:2"')],
+            device_spec.problems({A: 0}, {A: HELD_TRAITS},
+                                 {A: _held_tags()}))
+
+
 class TestConfiguredTags(testtools.TestCase):
     """Nova's own device_spec matching decides which entry is a GPU's."""
 
@@ -243,6 +347,11 @@ class TestConfiguredTags(testtools.TestCase):
             device_spec.configured_tags(
                 specs, [(A, 0x10de, 0x2330), (B, 0x10de, 0x2330),
                         (C, 0x10de, 0x2330), (D, 0x10de, 0x2330)]))
+
+    def test_partitions_tag_kept(self):
+        specs = [device_spec.entry(A, 0, HELD).split(' = ', 1)[1]]
+        self.assertEqual({A: _held_tags()}, device_spec.configured_tags(
+            specs, [(A, 0x10de, 0x2330)]))
 
     def test_no_entries(self):
         self.assertEqual({}, device_spec.configured_tags(

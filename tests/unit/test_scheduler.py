@@ -57,6 +57,22 @@ def _pools(*cliques, used=(), vendor='10de'):
     return objects.PciDevicePoolList(objects=pools)
 
 
+#: An H100 board's partitions of two or more GPUs as providers g0..g7
+#: (modules 1..8) carry them: g0 is in the board, the first half and the
+#: pair {g0, g2}.
+H100_TAGS = ('0:8,1:4,3:2', '0:8,1:4,4:2', '0:8,1:4,3:2', '0:8,1:4,4:2',
+             '0:8,2:4,5:2', '0:8,2:4,6:2', '0:8,2:4,5:2', '0:8,2:4,6:2')
+
+
+def _board_pools(used=()):
+    """The board's free GPUs' pools: Nova drops a pool whose GPU is used."""
+    pools = _pools(*[0] * 8)
+    for pool, tag in zip(pools, H100_TAGS):
+        pool.tags['gpu_p2p_partitions'] = tag
+    pools.objects = [pool for i, pool in enumerate(pools) if i not in used]
+    return pools
+
+
 def _candidate(*gpus, nic=None):
     mappings = {'': [ROOT]}
     mappings.update(('req-%d' % i, ['g%d' % gpu])
@@ -122,6 +138,28 @@ class TestFilter(_Base):
     def test_gpus_without_tag_are_in_no_clique(self):
         host = _host('h', _pools(None, None), [_candidate(0, 1)])
         self.assertFalse(self.filter.host_passes(host, _spec()))
+
+    def test_partitions_exactly_and_best_fit_first(self):
+        # The pair {g0, g2} is used: {g1, g3} keeps the other half whole.
+        candidates = [_candidate(1, 4), _candidate(4, 6), _candidate(5, 7),
+                      _candidate(3, 1), _candidate(1, 5)]
+        host = _host('h', _board_pools(used=(0, 2)), candidates)
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.assertEqual([candidates[3], candidates[1], candidates[2]],
+                         host.allocation_candidates)
+
+    def test_free_part_of_a_partition_is_no_fit(self):
+        # g1 and g2 are used: g0 and g3 are all that is free of the half.
+        host = _host('h', _board_pools(used=(1, 2)), [_candidate(0, 3)])
+        self.assertFalse(self.filter.host_passes(host, _spec()))
+
+    def test_gpu_without_partition_tag_on_a_partition_host(self):
+        pools = _board_pools()
+        del pools[1].tags['gpu_p2p_partitions']
+        candidates = [_candidate(1, 3), _candidate(1)]
+        host = _host('h', pools, candidates)
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.assertEqual([candidates[1]], host.allocation_candidates)
 
     def test_other_devices_of_the_candidate_do_not_count(self):
         # A NIC from a second alias, and the compute node's own resources.
@@ -210,6 +248,18 @@ class TestWeigher(_Base):
         # normalised to 0..1, times the default multiplier 10.
         self.assertEqual([10.0, 7.143, 1.429, 0.0],
                          [round(w.weight, 3) for w in weighed])
+
+    def test_partition_hosts_pair_in_the_half_in_use_first(self):
+        half_used = _host('half_used', _board_pools(used=(0, 2)),
+                          [_candidate(1, 3)])
+        free = _host('free', _board_pools(), [_candidate(0, 2)])
+        pair = _host('pair', _pools(0, 0), [_candidate(0, 1)])
+        four = _host('four', _pools(0, 0, 0, 0), [_candidate(0, 1)])
+        weighed = self.weigh([four, free, pair, half_used])
+        # Leftovers 0, 0, 2 (of the free half) and 2.
+        self.assertEqual(
+            {'pair': 10.0, 'half_used': 10.0, 'free': 0.0, 'four': 0.0},
+            {w.obj.host: round(w.weight, 3) for w in weighed})
 
     def test_other_modes_weigh_the_same(self):
         for clique in (None, 'auto', 'none', '1'):
