@@ -26,6 +26,7 @@ topology. Every error names the file and the line.
 import dataclasses
 import itertools
 
+from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p import limits
 from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.topology import backends
@@ -42,6 +43,8 @@ GPU_CLASS_CODE = 0x030200
 class _Gpu:
     function: model.PCIFunction
     clique: int | None
+    #: Fabric Manager's module ID, read by the fabricmanager backend only.
+    module_id: int | None = None
 
 
 def parse(text: str, filename: str) -> model.HostTopology:
@@ -53,8 +56,42 @@ def parse(text: str, filename: str) -> model.HostTopology:
     try:
         return _topology(static_schema.read(text), filename)
     except static_schema.LineError as exc:
+        raise _error(exc, filename)
+
+
+def module_ids(text: str, filename: str) -> dict[str, int]:
+    """GPU address -> ``module_id``, for the GPUs the file gives one.
+
+    For the fabricmanager backend, where the operator names each GPU's
+    HGX module; errors as :func:`parse` raises them.
+    """
+    try:
+        gpus = _gpus(static_schema.read(text))
+    except static_schema.LineError as exc:
+        raise _error(exc, filename)
+    return {gpu.function.address: gpu.module_id for gpu in gpus
+            if gpu.module_id is not None}
+
+
+def read(path: str | None) -> str:
+    """The text of ``[gpu_p2p] static_topology_file``."""
+    if not path:
         raise backends.TopologyError(
-            '%s line %d: %s' % (filename, exc.line, exc))
+            '[gpu_p2p] static_topology_file is not set; the static '
+            'topology backend reads the host\'s GPUs from that file')
+    try:
+        with open(path, encoding='utf-8') as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise backends.TopologyError(
+            'cannot read %s, named by [gpu_p2p] static_topology_file: %s'
+            % (path, exc))
+
+
+def _error(exc: static_schema.LineError,
+           filename: str) -> backends.TopologyError:
+    return backends.TopologyError('%s line %d: %s'
+                                  % (filename, exc.line, exc))
 
 
 def _topology(document: static_schema.Document,
@@ -89,6 +126,7 @@ def _topology(document: static_schema.Document,
 def _gpus(document: static_schema.Document) -> list[_Gpu]:
     gpus: list[_Gpu] = []
     lines: dict[str, int] = {}
+    module_lines: dict[int, int] = {}
     for index, entry in enumerate(document.data['gpus']):
         path = ('gpus', index)
         try:
@@ -108,6 +146,17 @@ def _gpus(document: static_schema.Document) -> list[_Gpu]:
         if 'clique' in entry:
             clique = _bounded(document, path + ('clique',), 0,
                               limits.MAX_CLIQUE_ID)
+        module_id = None
+        if 'module_id' in entry:
+            module_id = _bounded(document, path + ('module_id',), 1,
+                                 nvfm.FM_MAX_NUM_GPUS)
+            line = document.line(path + ('module_id',))
+            if module_id in module_lines:
+                raise static_schema.LineError(
+                    line, 'duplicate module_id %d, already given on line '
+                    '%d; each GPU has its own module' % (
+                        module_id, module_lines[module_id]))
+            module_lines[module_id] = line
         if 'root_complex' in entry:
             root_complex = entry['root_complex']
         elif numa_node is None:
@@ -124,7 +173,7 @@ def _gpus(document: static_schema.Document) -> list[_Gpu]:
                 root_complex=root_complex,
                 numa_node=numa_node,
                 driver=None),
-            clique=clique))
+            clique=clique, module_id=module_id))
     return gpus
 
 
@@ -242,15 +291,4 @@ class StaticBackend(backends.TopologyBackend):
 
     def discover(self) -> model.HostTopology:
         path = self.conf.gpu_p2p.static_topology_file
-        if not path:
-            raise backends.TopologyError(
-                '[gpu_p2p] static_topology_file is not set; the static '
-                'topology backend reads the host\'s GPUs from that file')
-        try:
-            with open(path, encoding='utf-8') as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise backends.TopologyError(
-                'cannot read %s, named by [gpu_p2p] static_topology_file: %s'
-                % (path, exc))
-        return parse(text, path)
+        return parse(read(path), path)

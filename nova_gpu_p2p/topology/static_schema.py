@@ -31,6 +31,7 @@ import dataclasses
 import jsonschema
 import yaml
 
+from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p import limits
 
 #: ACPI SLIT distances, as libvirt accepts them.
@@ -70,6 +71,10 @@ _GPU = _mapping({
                     _DECIMAL),
     'device': _text('a PCI device ID, up to 4 hex digits such as 0x2330',
                     '^(0[xX])?[0-9a-fA-F]{1,4}$'),
+    'module_id': _text('an integer from 1 to %d: the HGX module ID by '
+                       'which NVIDIA Fabric Manager names the GPU (Module '
+                       'ID in nvidia-smi -q)' % nvfm.FM_MAX_NUM_GPUS,
+                       _DECIMAL),
 }, required='address')
 
 _NUMA_NODE = _mapping({

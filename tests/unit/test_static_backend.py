@@ -247,7 +247,7 @@ class TestParseErrors(testtools.TestCase):
         self.assertError(
             'gpus:\n- address: 81:00.0\n  numa: 0\n', 3, "'numa'", 'GPU0',
             'allowed keys are address, numa_node, root_complex, clique, '
-            'device')
+            'device, module_id')
 
     def test_duplicate_key(self):
         self.assertError('gpus:\n- address: 81:00.0\n  address: 82:00.0\n',
@@ -263,8 +263,8 @@ class TestParseErrors(testtools.TestCase):
                          "mapping with an address, got '0000:81:00.0'")
         self.assertError('gpus:\n- 81:00.0\n', 2,
                          'GPU0 must be a mapping with the keys address, '
-                         "numa_node, root_complex, clique, device, got "
-                         "'81:00.0'")
+                         "numa_node, root_complex, clique, device, "
+                         "module_id, got '81:00.0'")
 
     def test_empty_gpus(self):
         self.assertError('# GPUs\ngpus: []\n', 2, 'gpus is empty; it must '
@@ -336,6 +336,24 @@ class TestParseErrors(testtools.TestCase):
         self.assertError(
             'gpus:\n- address: 81:00.0\n  clique: 16\n', 3,
             "GPU0 clique must be an integer from 0 to 15, got '16'")
+
+    def test_module_id_out_of_range(self):
+        for value in ('0', '17'):
+            self.assertError(
+                'gpus:\n- address: 81:00.0\n  module_id: %s\n' % value, 3,
+                'GPU0 module_id must be an integer from 1 to 16: the HGX '
+                'module ID', "got '%s'" % value)
+
+    def test_module_id_not_an_integer(self):
+        self.assertError(
+            'gpus:\n- address: 81:00.0\n  module_id: one\n', 3,
+            'GPU0 module_id must be an integer', "got 'one'")
+
+    def test_duplicate_module_id(self):
+        self.assertError(
+            'gpus:\n- address: 81:00.0\n  module_id: 3\n'
+            '- address: 82:00.0\n  module_id: 3\n', 5,
+            'duplicate module_id 3, already given on line 3')
 
     def test_bad_device(self):
         self.assertError(
@@ -436,6 +454,43 @@ class TestParseErrors(testtools.TestCase):
                                         'the numa_nodes ids (0)')
 
 
+class TestModuleIds(testtools.TestCase):
+
+    def test_module_ids_of_the_gpus_that_have_one(self):
+        text = textwrap.dedent('''\
+            gpus:
+              - {address: 81:00.0, module_id: 2}
+              - {address: 0000:82:00.0, module_id: 16}
+              - {address: c1:00.0}
+            ''')
+        self.assertEqual({A: 2, B: 16}, static.module_ids(text, FILENAME))
+
+    def test_none(self):
+        self.assertEqual({}, static.module_ids(FOUR_GPUS, FILENAME))
+
+    def test_errors_name_the_file_and_line(self):
+        exc = self.assertRaises(
+            backends.TopologyError, static.module_ids,
+            'gpus:\n- address: 81:00.0\n  module_id: 0\n', FILENAME)
+        self.assertTrue(str(exc).startswith('%s line 3: GPU0 module_id '
+                                            % FILENAME), str(exc))
+
+    def test_cliques_ignore_module_ids(self):
+        with_ids = parse('''\
+            gpus:
+              - {address: 81:00.0, clique: 0, module_id: 1}
+              - {address: 82:00.0, clique: 0, module_id: 5}
+              - {address: c1:00.0, clique: 1, module_id: 2}
+            ''')
+        without = parse('''\
+            gpus:
+              - {address: 81:00.0, clique: 0}
+              - {address: 82:00.0, clique: 0}
+              - {address: c1:00.0, clique: 1}
+            ''')
+        self.assertEqual(without, with_ids)
+
+
 class TestStaticBackend(testtools.TestCase):
 
     def backend(self, path: str | None) -> static.StaticBackend:
@@ -477,3 +532,11 @@ class TestStaticBackend(testtools.TestCase):
         exc = self.assertRaises(backends.TopologyError,
                                 self.backend(None).discover)
         self.assertIn('[gpu_p2p] static_topology_file is not set', str(exc))
+
+    def test_read(self):
+        path = self.useFixture(fixtures.TempDir()).join('gpus.yaml')
+        with open(path, 'w') as f:
+            f.write(FOUR_GPUS)
+        self.assertEqual(FOUR_GPUS, static.read(path))
+        self.assertRaises(backends.TopologyError, static.read, path + '.x')
+        self.assertRaises(backends.TopologyError, static.read, None)

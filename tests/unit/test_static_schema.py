@@ -124,7 +124,7 @@ class TestRead(testtools.TestCase):
                  "key 'clique' appears twice in GPU0 (first on line 3)"),
                 ('gpus:\n- address: 81:00.0\n  numa: 0\n  cliq: 0\n', 3,
                  "unknown key 'numa' in GPU0; allowed keys are address, "
-                 "numa_node, root_complex, clique, device"),
+                 "numa_node, root_complex, clique, device, module_id"),
                 ('gpus:\n- numa_node: 0\n', 2,
                  'GPU0 has no address; it is required: a PCI address, '
                  'dddd:bb:ss.f or bb:ss.f in hex, such as 0000:81:00.0'),
