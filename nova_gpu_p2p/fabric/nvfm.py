@@ -15,18 +15,18 @@
 """Fabric Manager's partition API, through libnvfm.so.1 with ctypes.
 
 NVIDIA ships the Fabric Manager API as a C library (libnvfm.so.1, with
-nv_fm_agent.h and nv_fm_types.h in its development package) and bindings
-for Go only; there is no Python binding, and the API is eight calls, so
-ctypes it is. The structs below follow nv_fm_types.h field for field as
-of fmConnectParams_v2 (with addressType), fmFabricPartitionList_v2 and
-fmActivatedFabricPartitionList_v1; each carries a version word
-(MAKE_FM_PARAM_VERSION: its size, and its version in the top byte), which
-the library checks, so a layout that does not match its own is refused
-with FM_ST_VERSION_MISMATCH rather than misread.
+nv_fm_agent.h and nv_fm_types.h in its development package) and a Go
+binding (NVIDIA/go-nvfm); there is no Python binding, and partitions take
+eight of its calls, so ctypes it is. The structs below follow
+nv_fm_types.h field for field as of fmConnectParams_v2 (with
+addressType), fmFabricPartitionList_v2 and
+fmActivatedFabricPartitionList_v1, the header go-nvfm carries. Each
+carries a version word (MAKE_FM_PARAM_VERSION: its size, with its version
+in the top byte) that the library checks, so a layout that does not match
+the library's is refused with FM_ST_VERSION_MISMATCH rather than misread.
 
-The library is loaded when a FabricManager is entered, not imported, so
-that hosts without Fabric Manager import this module and only the
-fabricmanager backend needs the library.
+The library is loaded when a FabricManager is first entered, not on
+import: hosts without Fabric Manager import this module too.
 """
 
 import collections.abc
