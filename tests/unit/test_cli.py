@@ -36,10 +36,13 @@ import testtools
 
 import nova_gpu_p2p
 from nova_gpu_p2p.cmd import cli
+from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
+from tests.fixtures import fake_fm
+from tests.fixtures import hosts
 from tests.unit import test_corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(
@@ -50,6 +53,7 @@ ACS_HOST = 'acs-redirect-switch'
 #: oslo.config's search, before any test replaces it.
 FIND_CONFIG_FILES = cfg.find_config_files
 NIC_HOST = 'mixed-vendors-nic'
+HGX_HOST = 'hgx-8gpu-nvswitch-2numa'
 #: doc/source/static-topology.rst's example, two GPUs per P2P pair: every
 #: pair is PHB or SYS by its tree, OK or NS by its matrix.
 STATIC = textwrap.dedent('''\
@@ -453,3 +457,34 @@ class TestTopologyReport(CLITestCase):
                                test_corpus.tree(ACS_HOST),
                                '--json')[1])['links']
         self.assertEqual({None}, {link['override'] for link in links.values()})
+
+    def test_device_spec_with_fabric_manager_partitions(self):
+        """Each GPU's entry names its partitions of 2+, by module ID."""
+        # Without partitions: no partition trait or tag.
+        rc, out, err = run('topology', '--device-spec', '--sysfs-root',
+                           test_corpus.tree(HGX_HOST), '--level', 'SYS')
+        self.assertEqual(8, len(out.splitlines()), err)
+        self.assertNotIn('PARTITION', out.upper())
+        found, _ = partitions.to_addresses(fake_fm.H100_PARTITIONS.items(),
+                                           hosts.HGX_MODULES)
+        self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.cmd.sources.read_host',
+            return_value=dataclasses.replace(
+                test_corpus.discover(HGX_HOST), fabric_partitions=found,
+                nvlink_pairs=partitions.nvlink_pairs(found))))
+        rc, out, err = run('topology', '--device-spec')
+        self.assertEqual(0, rc, err)
+        entries = [json.loads(line.split(' = ', 1)[1])
+                   for line in out.splitlines()]
+        module = {address: m for m, address in hosts.HGX_MODULES.items()}
+        self.assertEqual(
+            {1: '0:8,1:4,3:2', 2: '0:8,1:4,4:2', 3: '0:8,1:4,3:2',
+             4: '0:8,1:4,4:2', 5: '0:8,2:4,5:2', 6: '0:8,2:4,6:2',
+             7: '0:8,2:4,5:2', 8: '0:8,2:4,6:2'},
+            {module[e['address']]: e['gpu_p2p_partitions'] for e in entries})
+        self.assertEqual({'0'}, {e['gpu_p2p_clique'] for e in entries})
+        # The first in address order, 0000:03:00.0, is module 2.
+        self.assertEqual(
+            'CUSTOM_GPU_P2P_CLIQUE_ID_0,CUSTOM_GPU_P2P_PARTITION_0,'
+            'CUSTOM_GPU_P2P_PARTITION_1,CUSTOM_GPU_P2P_PARTITION_4',
+            entries[0]['traits'])

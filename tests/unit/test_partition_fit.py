@@ -22,20 +22,22 @@ import itertools
 
 import testtools
 
+from nova_gpu_p2p import device_spec
 from nova_gpu_p2p.scheduler import partition_fit
+from nova_gpu_p2p.topology import model
+from tests.fixtures import fake_fm
 
-#: Fabric Manager's partitions of two or more GPUs, by module ID.
-H100 = {0: range(1, 9), 1: (1, 2, 3, 4), 2: (5, 6, 7, 8),
-        3: (1, 3), 4: (2, 4), 5: (5, 7), 6: (6, 8)}
-B200 = {0: range(1, 9), 1: (1, 2, 3, 4), 2: (5, 6, 7, 8),
-        3: (1, 2), 4: (3, 4), 5: (5, 6), 6: (7, 8)}
+H100 = fake_fm.H100_PARTITIONS
+B200 = fake_fm.B200_PARTITIONS
 
 
 def _board(partitions=H100, used=()):
-    """The free GPUs' providers, tagged as their device_spec says."""
-    return {'m%d' % m: partition_fit.Gpu('m%d' % m, {
-        pid: len(modules) for pid, modules in partitions.items()
-        if m in modules}) for m in range(1, 9) if m not in used}
+    """The free GPUs' providers, tagged as their device_spec entries say."""
+    tags = device_spec.partition_sizes(
+        model.FabricPartition(pid, tuple('m%d' % m for m in sorted(gpus)))
+        for pid, gpus in partitions.items())
+    return {'m%d' % m: partition_fit.Gpu('m%d' % m, tags['m%d' % m])
+            for m in range(1, 9) if m not in used}
 
 
 def _modules(providers):
@@ -56,8 +58,7 @@ class TestFit(testtools.TestCase):
     def test_exactly_the_partitions_fit_whatever_is_used(self):
         """Every used set, every request size, every set of free GPUs."""
         for board in (H100, B200):
-            partitions = {frozenset(m) for m in board.values()} | {
-                frozenset([m]) for m in range(1, 9)}
+            partitions = set(board.values())
             for used_count in range(9):
                 for used in itertools.combinations(range(1, 9), used_count):
                     gpus = _board(board, used)
