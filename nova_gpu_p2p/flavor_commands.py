@@ -19,11 +19,14 @@ placement group policy, our two extra specs, the placement trait for the
 clique size, Nova's CPU pinning and NUMA node count, the guest physical
 address bits large BARs need, the image properties it relies on, and the
 nova.conf settings that let nova-scheduler place
-``hw:gpu_p2p_clique=required`` on GPUs of one clique.
+``hw:gpu_p2p_clique=required`` on GPUs of one clique. And for a whole
+HGX board (Fabric Manager's full passthrough mode), the PCI alias of its
+NVSwitches, which go to the guest with the GPUs.
 """
 
 from collections.abc import Iterable
 import dataclasses
+import json
 import shlex
 
 from oslo_utils import units
@@ -62,6 +65,13 @@ CLIQUE_WEIGHER = 'nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher'
 #: ones (doc/source/scheduling-scale.rst).
 P2P_FILTERS = (CLIQUE_FILTER.rpartition('.')[2], 'PciPassthroughFilter',
                'NUMATopologyFilter')
+#: A whole HGX board (H100/H200): its GPUs and the NVSwitch functions
+#: that join them, all for one guest in Fabric Manager's full passthrough
+#: mode (FABRIC_MODE=0), where the guest runs Fabric Manager itself.
+BOARD_GPUS = 8
+BOARD_NVSWITCHES = 4
+NVSWITCH_PRODUCT_ID = 0x22a3
+DEFAULT_NVSWITCH_ALIAS = 'nvswitch'
 
 
 class InvalidFlavorRequest(ValueError):
@@ -85,10 +95,19 @@ class FlavorRequest:
     #: One GPU's 64-bit BARs in bytes, which size the guest's 64-bit PCI
     #: hole; None where they are not known.
     gpu_bars: tuple[int, ...] | None = None
+    #: The whole board, its NVSwitches included (``--whole-board``).
+    whole_board: bool = False
+    #: The NVSwitches' ``[pci] alias`` name; None: the default.
+    nvswitch_alias: str | None = None
 
     @property
     def flavor_name(self) -> str:
-        return self.name or 'gpu-p2p.%dx' % self.gpus
+        return self.name or 'gpu-p2p.%dx%s' % (
+            self.gpus, '-board' if self.whole_board else '')
+
+    @property
+    def switch_alias(self) -> str:
+        return self.nvswitch_alias or DEFAULT_NVSWITCH_ALIAS
 
     @property
     def vcpu_count(self) -> int:
@@ -159,15 +178,40 @@ def clique_trait(gpus: int) -> str:
                                      if size >= gpus)]
 
 
+def _validate_alias(flag: str, name: str) -> None:
+    if not name or ':' in name or ',' in name:
+        raise InvalidFlavorRequest(
+            '%s %r: give the name of a [pci] alias from nova.conf, '
+            'without ":" or ","' % (flag, name))
+
+
+def _validate_board(request: FlavorRequest) -> None:
+    """``--whole-board`` and ``--nvswitch-alias``: only together, 8 GPUs."""
+    if not request.whole_board:
+        if request.nvswitch_alias is not None:
+            raise InvalidFlavorRequest(
+                '--nvswitch-alias %r: only with --whole-board'
+                % request.nvswitch_alias)
+        return
+    if request.gpus != BOARD_GPUS:
+        raise InvalidFlavorRequest(
+            '--whole-board --gpus %d: a whole HGX board is %d GPUs and its '
+            '%d NVSwitches; give --gpus %d' % (
+                request.gpus, BOARD_GPUS, BOARD_NVSWITCHES, BOARD_GPUS))
+    _validate_alias('--nvswitch-alias', request.switch_alias)
+    if request.switch_alias == request.alias:
+        raise InvalidFlavorRequest(
+            '--nvswitch-alias %r: the GPUs\' alias; the NVSwitches need '
+            'one of their own' % request.switch_alias)
+
+
 def validate(request: FlavorRequest) -> None:
     if not 2 <= request.gpus <= MAX_GPUS:
         raise InvalidFlavorRequest(
             '--gpus %d: a P2P flavor has 2 to %d GPUs (a clique holds at '
             'most %d)' % (request.gpus, MAX_GPUS, MAX_GPUS))
-    if not request.alias or ':' in request.alias or ',' in request.alias:
-        raise InvalidFlavorRequest(
-            '--alias %r: give the name of a [pci] alias from nova.conf, '
-            'without ":" or ","' % request.alias)
+    _validate_alias('--alias', request.alias)
+    _validate_board(request)
     if request.name is not None and (
             not request.name or not request.name.isprintable()):
         raise InvalidFlavorRequest(
@@ -195,9 +239,18 @@ def validate(request: FlavorRequest) -> None:
 
 
 def properties(request: FlavorRequest) -> dict[str, str]:
-    """The flavor's extra specs."""
+    """The flavor's extra specs.
+
+    A whole board asks for its NVSwitches too, and for no clique: the
+    guest's own Fabric Manager gives its GPUs NVLink through the switches,
+    so PCIe cliques (and the clique-size trait, which a board whose PCIe
+    cliques are smaller than 8 lacks) do not apply.
+    """
+    alias = '%s:%d' % (request.alias, request.gpus)
+    if request.whole_board:
+        alias += ',%s:%d' % (request.switch_alias, BOARD_NVSWITCHES)
     specs = {
-        'pci_passthrough:alias': '%s:%d' % (request.alias, request.gpus),
+        'pci_passthrough:alias': alias,
         # With PCI in placement, Nova asks for each GPU in a numbered
         # request group of its own (two or more here), and without a
         # policy warns on every request before it picks 'none' itself:
@@ -218,6 +271,9 @@ def properties(request: FlavorRequest) -> dict[str, str]:
         # Nova schedules to hosts whose CPUs have as many.
         specs[MAXPHYSADDR_MODE_KEY] = 'emulate'
         specs[MAXPHYSADDR_BITS_KEY] = str(bits)
+    if request.whole_board:
+        del specs[extra_specs.CLIQUE_KEY]
+        del specs['trait:%s' % clique_trait(request.gpus)]
     return specs
 
 
@@ -265,7 +321,36 @@ def commands(request: FlavorRequest) -> list[str]:
         '#   openstack image set --property hw_machine_type=q35 '
         '--property hw_firmware_type=uefi IMAGE')
     lines.append(_address_bits_note(request))
+    if request.whole_board:
+        lines.append(
+            '# Whole board: for hosts whose Fabric Manager runs in full '
+            'passthrough mode (FABRIC_MODE=0);\n'
+            '# the guest gets the %d GPUs and %d NVSwitches and runs '
+            'Fabric Manager (nvidia-fabricmanager) itself.'
+            % (BOARD_GPUS, BOARD_NVSWITCHES))
     return lines
+
+
+def whole_board_settings(request: FlavorRequest) -> list[str]:
+    """The nova.conf lines that offer a board's NVSwitches to its flavor.
+
+    No ``numa_policy``: Nova's default (legacy), as for the GPU alias.
+    The switches sit on one host NUMA node, where the flavor's guest NUMA
+    nodes, one per node of the board, give the server a cell.
+    """
+    ids = {'vendor_id': '%04x' % model.NVIDIA_VENDOR_ID,
+           'product_id': '%04x' % NVSWITCH_PRODUCT_ID}
+    return [
+        '# Whole-board servers: nova-api and each HGX compute host whose '
+        'Fabric Manager runs in full passthrough mode (FABRIC_MODE=0):',
+        '[pci]',
+        'alias = %s' % json.dumps(dict(name=request.switch_alias, **ids,
+                                       device_type='type-PCI')),
+        '# and on those compute hosts, beside the GPUs\' entries (the '
+        'NVSwitches bound to vfio-pci):',
+        'device_spec = %s' % json.dumps(ids),
+        '',
+    ]
 
 
 def scheduler_settings() -> list[str]:

@@ -45,11 +45,15 @@ def cmd_flavor(args: argparse.Namespace) -> int:
     request = flavor_commands.FlavorRequest(
         gpus=args.gpus, alias=args.alias, numa_nodes=args.numa_nodes,
         name=args.name, vcpus=args.vcpus, ram_mb=args.ram,
-        disk_gb=args.disk, gpu_bars=_flavor_bars(args))
+        disk_gb=args.disk, gpu_bars=_flavor_bars(args),
+        whole_board=args.whole_board, nvswitch_alias=args.nvswitch_alias)
     print('\n'.join(flavor_commands.commands(request)), flush=True)
     # After the commands, on stderr: standard output stays a shell script
     # (the devstack plugin runs it), and these lines paste into nova.conf.
-    print('\n'.join(flavor_commands.scheduler_settings()), file=sys.stderr)
+    settings = flavor_commands.scheduler_settings()
+    if request.whole_board:
+        settings = flavor_commands.whole_board_settings(request) + settings
+    print('\n'.join(settings), file=sys.stderr)
     return 0
 
 
@@ -84,6 +88,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                              'up to whole GiB per NUMA node)')
     flavor.add_argument('--disk', type=int, default=100, metavar='GB',
                         help='root disk in GB (default 100)')
+    flavor.add_argument('--whole-board', action='store_true',
+                        help='a whole HGX board: --gpus %d and its %d '
+                             'NVSwitches, for hosts whose Fabric Manager '
+                             'runs in full passthrough mode (FABRIC_MODE=0); '
+                             'the guest runs Fabric Manager itself'
+                             % (flavor_commands.BOARD_GPUS,
+                                flavor_commands.BOARD_NVSWITCHES))
+    flavor.add_argument('--nvswitch-alias', metavar='NAME',
+                        help='with --whole-board: the [pci] alias name of '
+                             'the NVSwitches (default %s)'
+                             % flavor_commands.DEFAULT_NVSWITCH_ALIAS)
     bars = flavor.add_mutually_exclusive_group()
     bars.add_argument('--bar-gib', type=_positive, metavar='N',
                       help='each GPU\'s large BAR (BAR1) in GiB, which '

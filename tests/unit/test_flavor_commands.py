@@ -30,6 +30,8 @@ from nova.conf import pci as pci_conf
 from nova.conf import scheduler as scheduler_conf
 from nova import exception
 from nova import objects
+from nova.pci import request as pci_request
+from nova.pci import whitelist
 from nova.scheduler import filters
 from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights
@@ -62,6 +64,14 @@ UNSIZED_NOTE = (
 LARGE_BAR_HOST = 'pcie-8gpu-4switch-2socket'
 #: The request ID of a flavor's PCI alias request.
 REQUEST_ID = '6c2b5b8e-2f4d-4d8e-9c1a-0b7f1e3a5d42'
+
+
+def run_cli(*argv):
+    """Exit status, standard output and standard error of the command."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
 
 
 class TestCliqueTrait(testtools.TestCase):
@@ -518,6 +528,99 @@ class TestSchedulerSettings(testtools.TestCase):
                       '--config-file /etc/nova/nova.conf', text)
 
 
+class TestWholeBoard(testtools.TestCase):
+    """``--whole-board``: 8 GPUs and the board's 4 NVSwitches, no clique."""
+
+    def request(self, **kwargs):
+        values = dict(gpus=8, alias='h100', numa_nodes=2, whole_board=True)
+        values.update(kwargs)
+        return fc.FlavorRequest(**values)
+
+    def load(self, request):
+        """The printed nova.conf lines, read with Nova's own options."""
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'nova.conf')
+        with open(path, 'w') as f:
+            f.write('\n'.join(fc.whole_board_settings(request)) + '\n')
+        opts = cfg.ConfigOpts()
+        pci_conf.register_opts(opts)
+        opts([], project='nova', default_config_files=[path])
+        return opts
+
+    def test_properties(self):
+        specs = fc.properties(self.request())
+        self.assertEqual('h100:8,nvswitch:4', specs['pci_passthrough:alias'])
+        self.assertNotIn('hw:gpu_p2p_clique', specs)
+        self.assertFalse([key for key in specs
+                          if key.startswith('trait:CUSTOM_GPU_P2P_CLIQUE')])
+        self.assertEqual('required', specs['hw:gpu_numa_affinity'])
+        self.assertEqual('2', specs['hw:numa_nodes'])
+        for key, value in specs.items():
+            validators.validate(key, value)
+
+    def test_name_and_note(self):
+        lines = fc.commands(self.request(nvswitch_alias='sw'))
+        self.assertTrue(lines[0].startswith(
+            'openstack flavor create gpu-p2p.8x-board '), lines[0])
+        self.assertIn('    --property pci_passthrough:alias=h100:8,sw:4 \\',
+                      lines[1].splitlines())
+        self.assertIn('runs Fabric Manager (nvidia-fabricmanager) itself',
+                      lines[-1])
+        self.assertIn('FABRIC_MODE=0', lines[-1])
+
+    def test_novas_alias_and_device_spec(self):
+        opts = self.load(self.request(nvswitch_alias='sw'))
+        (alias,) = [json.loads(a) for a in opts.pci.alias]
+        self.assertEqual({'name': 'sw', 'vendor_id': '10de',
+                          'product_id': '22a3', 'device_type': 'type-PCI'},
+                         alias)
+        fixture = self.useFixture(config_fixture.Config(nova.conf.CONF))
+        fixture.config(alias=opts.pci.alias + [json.dumps(
+            {'name': 'h100', 'vendor_id': '10de', 'product_id': '2330',
+             'device_type': 'type-PCI'})], group='pci')
+        objects.register_all()
+        flavor = objects.Flavor(extra_specs=fc.properties(self.request(
+            nvswitch_alias='sw')))
+        requests = pci_request.get_pci_requests_from_flavor(flavor)
+        self.assertEqual(
+            [('h100', 8, '2330'), ('sw', 4, '22a3')],
+            sorted((r.alias_name, r.count, r.spec[0]['product_id'])
+                   for r in requests.requests))
+        switch = {'vendor_id': '10de', 'product_id': '22a3',
+                  'address': '0000:0d:00.0', 'parent_addr': None}
+        self.assertIsNotNone(whitelist.Whitelist(
+            opts.pci.device_spec).device_assignable(switch))
+
+    def test_cli(self):
+        rc, out, err = run_cli(
+            'flavor', '--gpus', '8', '--alias', 'h100',
+            '--whole-board', '--bar-gib', '128')
+        self.assertEqual(0, rc, err)
+        self.assertIn('    --property pci_passthrough:alias=h100:8,'
+                      'nvswitch:4 \\', out.splitlines())
+        self.assertEqual('\n'.join(fc.whole_board_settings(self.request())
+                                   + fc.scheduler_settings()) + '\n', err)
+
+    def test_bad_combinations(self):
+        for argv, message in (
+                (('--gpus', '4', '--whole-board'),
+                 '--whole-board --gpus 4: a whole HGX board is 8 GPUs and '
+                 'its 4 NVSwitches; give --gpus 8'),
+                (('--gpus', '8', '--nvswitch-alias', 'sw'),
+                 "--nvswitch-alias 'sw': only with --whole-board"),
+                (('--gpus', '8', '--whole-board', '--nvswitch-alias', 'a:1'),
+                 "--nvswitch-alias 'a:1': give the name of a [pci] alias "
+                 'from nova.conf, without ":" or ","'),
+                (('--gpus', '8', '--whole-board', '--nvswitch-alias',
+                  'h100'),
+                 "--nvswitch-alias 'h100': the GPUs' alias; the NVSwitches "
+                 'need one of their own')):
+            rc, out, err = run_cli(
+                'flavor', '--alias', 'h100', '--bar-gib', '80', *argv)
+            self.assertEqual((2, '', 'nova-gpu-p2p: %s\n' % message),
+                             (rc, out, err), argv)
+
+
 class TestFlavorCLI(testtools.TestCase):
 
     def setUp(self):
@@ -526,11 +629,7 @@ class TestFlavorCLI(testtools.TestCase):
         self.no_gpu = self.useFixture(fixtures.TempDir()).path
         os.makedirs(os.path.join(self.no_gpu, 'bus', 'pci', 'devices'))
 
-    def run_cli(self, *argv):
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = cli.main(list(argv))
-        return rc, out.getvalue(), err.getvalue()
+    run_cli = staticmethod(run_cli)
 
     def test_prints_commands(self):
         rc, out, err = self.run_cli('flavor', '--gpus', '8', '--alias',
