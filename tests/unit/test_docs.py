@@ -25,9 +25,10 @@ Scans ``doc/source/**/*.rst``, ``README.md`` and every file under
 * flavor extra specs ``hw:gpu_*``: one of our two keys, and a literal value
   (``hw:gpu_p2p_clique=required``) one the key accepts;
 * placement traits ``CUSTOM_GPU_*``: one of :data:`nova_gpu_p2p.traits.OWNED`
-  or a per-GPU ``CUSTOM_GPU_P2P_CLIQUE_ID_<0-15>``; a name cut short by a
-  wildcard or placeholder (``CUSTOM_GPU_P2P_CLIQUE_*``, ``..._<N>``) must be
-  the start of one;
+  or a per-GPU ``CUSTOM_GPU_P2P_CLIQUE_ID_<0-15>`` or
+  ``CUSTOM_GPU_P2P_PARTITION_<id>``; a name cut short by a wildcard or
+  placeholder (``CUSTOM_GPU_P2P_CLIQUE_*``, ``..._<N>``) must be the start
+  of one;
 * commands ``nova-gpu-p2p <subcommand> [--flag ...]``: after a ``$`` or
   ``sudo`` prompt, or in a literal or at the start of a line when options
   or nothing follow the subcommand (so that prose such as "nova-gpu-p2p is
@@ -89,6 +90,10 @@ _FLAG = re.compile(r'(?<![\w-])(--[a-z][a-z0-9-]*)')
 _DEVSTACK_VARIABLE = re.compile(
     r'(?<![A-Za-z0-9_])(GPU_P2P_[A-Z0-9_]*)(?:=([^\s`\'"]+))?')
 _DEVSTACK_DEFINITION = re.compile(r'^(GPU_P2P_[A-Z0-9_]+)=', re.MULTILINE)
+#: Per-GPU trait prefixes -> the largest number they take: a clique ID,
+#: or a Fabric Manager partition ID (FM's unsigned int).
+_PER_GPU_TRAITS = {traits.CLIQUE_ID_PREFIX: limits.MAX_CLIQUE_ID,
+                   traits.PARTITION_PREFIX: 2 ** 32 - 1}
 
 
 def _line_of(text, offset):
@@ -243,21 +248,24 @@ def problems(refs, devstack_variables=None):
             if ref.detail:
                 # Cut short by "*" or "<...>": must start a real name.
                 ok = (any(t.startswith(ref.name) for t in traits.OWNED)
-                      or traits.CLIQUE_ID_PREFIX.startswith(ref.name)
-                      or ref.name.startswith(traits.CLIQUE_ID_PREFIX))
-            elif ref.name.startswith(traits.CLIQUE_ID_PREFIX):
-                suffix = ref.name[len(traits.CLIQUE_ID_PREFIX):]
+                      or any(p.startswith(ref.name) or ref.name.startswith(p)
+                             for p in _PER_GPU_TRAITS))
+            elif ref.name.startswith(tuple(_PER_GPU_TRAITS)):
+                prefix = next(p for p in _PER_GPU_TRAITS
+                              if ref.name.startswith(p))
+                suffix = ref.name[len(prefix):]
                 ok = (suffix.isdigit()
-                      and int(suffix) <= limits.MAX_CLIQUE_ID)
+                      and int(suffix) <= _PER_GPU_TRAITS[prefix])
             else:
                 ok = ref.name in traits.OWNED
             if not ok:
                 found.append(where + 'trait %s%s is not one the driver '
-                             'reports (%s, or %s0 to %d)' % (
+                             'reports (%s, %s0 to %d, or %s<id>)' % (
                                  ref.name, ref.detail or '',
                                  ', '.join(sorted(traits.OWNED)),
                                  traits.CLIQUE_ID_PREFIX,
-                                 limits.MAX_CLIQUE_ID))
+                                 limits.MAX_CLIQUE_ID,
+                                 traits.PARTITION_PREFIX))
         elif ref.kind == 'devstack variable':
             if (devstack_variables is not None
                     and ref.name not in devstack_variables):
@@ -341,16 +349,17 @@ class TestScanner(testtools.TestCase):
         text = ('Use ``[gpu_p2p] p2p_levle``.\n'
                 '``hw:gpu_clique=auto`` and ``hw:gpu_p2p_clique=sometimes``\n'
                 'trait:CUSTOM_GPU_P2P_CLIQUE_3=required, '
-                'CUSTOM_GPU_P2P_CLIQUE_ID_16\n'
+                'CUSTOM_GPU_P2P_CLIQUE_ID_16 CUSTOM_GPU_P2P_PARTITION_X\n'
                 '   $ nova-gpu-p2p topolgy\n'
                 '``nova-gpu-p2p topology --jsn``\n'
                 '``[gpu_p2p] p2p_level = PXE``\n')
         found = problems(references(text))
-        self.assertEqual(8, len(found), found)
+        self.assertEqual(9, len(found), found)
         for line, needle in ((1, 'p2p_levle'), (2, 'hw:gpu_clique'),
                              (2, 'sometimes'),
                              (3, 'CUSTOM_GPU_P2P_CLIQUE_3'),
                              (3, 'CUSTOM_GPU_P2P_CLIQUE_ID_16'),
+                             (3, 'CUSTOM_GPU_P2P_PARTITION_X'),
                              (4, 'topolgy'), (5, '--jsn'), (6, 'PXE')):
             self.assertTrue(
                 any(f.startswith('line %d: ' % line) and needle in f
@@ -361,7 +370,8 @@ class TestScanner(testtools.TestCase):
                 ' ``hw:gpu_*`` CUSTOM_GPU_P2P_CLIQUE_* '
                 'CUSTOM_GPU_P2P_CLIQUE_<N> CUSTOM_GPU_P2P_CLIQUE_ID_<ID>\n'
                 'CUSTOM_GPU_P2P_CLIQUE_ID_15 CUSTOM_GPU_NUMA_AFFINITY '
-                'CUSTOM_HGX_H100\n'
+                'CUSTOM_HGX_H100 CUSTOM_GPU_P2P_PARTITION_3 '
+                'CUSTOM_GPU_P2P_PARTITION_<id>\n'
                 '``[gpu_p2p] clique_map = 0000:81:00.0:0`` '
                 '``[gpu_p2p] pcihole64 = 2048``\n'
                 '``[gpu_p2p] topology_backend = static``\n'
