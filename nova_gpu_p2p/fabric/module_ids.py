@@ -1,0 +1,212 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Which HGX module each GPU is: the name Fabric Manager gives it.
+
+Fabric Manager names a partition's GPUs by module ID only. NVML knows a
+GPU's module ID while the GPU is bound to the ``nvidia`` driver, not while
+a guest has it on vfio-pci, and no sysfs file tells it; so every answer
+NVML gives is kept in ``[gpu_p2p] module_id_file`` for the times the GPU
+is away.
+"""
+
+from collections.abc import Collection
+from collections.abc import Mapping
+import contextlib
+import json
+import os
+import tempfile
+import types
+
+from oslo_log import log as logging
+
+from nova_gpu_p2p.fabric import nvfm
+from nova_gpu_p2p.topology import nvml
+
+LOG = logging.getLogger(__name__)
+
+_LEFT = 'it is left as it is: remove it to have it written anew'
+
+#: What Fabric Manager numbers modules up to: its most GPUs per partition.
+MAX_MODULE_ID = nvfm.FM_MAX_NUM_GPUS
+
+
+def read_nvml() -> tuple[dict[str, int], str | None]:
+    """GPU address -> module ID from NVML, and why NVML could not answer.
+
+    Only GPUs bound to the ``nvidia`` driver are seen. A GPU whose query
+    fails is left out (logged): another source may know it.
+    """
+    try:
+        import pynvml
+    except ImportError as exc:
+        return {}, 'NVML is not available: %s' % exc
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return {}, 'NVML is not available: %s' % exc
+    try:
+        return _module_ids(pynvml)
+    finally:
+        # A failed shutdown must not lose the answers.
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
+
+
+def _module_ids(pynvml: types.ModuleType
+                ) -> tuple[dict[str, int], str | None]:
+    if not hasattr(pynvml, 'nvmlDeviceGetModuleId'):
+        return {}, ('this pynvml has no nvmlDeviceGetModuleId; install '
+                    'nvidia-ml-py 12.535 or later')
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+    except pynvml.NVMLError as exc:
+        return {}, 'NVML cannot count GPUs: %s' % exc
+    found = {}
+    for index in range(count):
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            address = nvml.bus_id_address(
+                pynvml.nvmlDeviceGetPciInfo(handle).busId)
+            module_id = int(pynvml.nvmlDeviceGetModuleId(handle))
+        except (pynvml.NVMLError, ValueError) as exc:
+            LOG.debug('NVML GPU %d: no module ID: %s', index, exc)
+            continue
+        # Outside the range: no module to name (not an HGX board).
+        if 1 <= module_id <= MAX_MODULE_ID:
+            found[address] = module_id
+        else:
+            LOG.debug('NVML GPU %s: module ID %d is none', address,
+                      module_id)
+    return found, None
+
+
+def load(path: str) -> tuple[dict[str, int], str | None]:
+    """The answers kept in ``path``, and what is wrong with the file.
+
+    A missing file is no problem (nothing kept yet); an unreadable or
+    malformed one is, and then nothing is read from it.
+    """
+    try:
+        with open(path, encoding='utf-8') as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {}, None
+    except (OSError, ValueError) as exc:
+        return {}, 'cannot read %s (%s); %s' % (path, exc, _LEFT)
+    kept = data.get('module_ids') if isinstance(data, dict) else None
+    if not isinstance(kept, dict) or not all(
+            isinstance(module_id, int) and not isinstance(module_id, bool)
+            and 1 <= module_id <= MAX_MODULE_ID
+            for module_id in kept.values()):
+        return {}, ('%s is not {"module_ids": {"<PCI address>": <1 to %d>, '
+                    '...}}; %s' % (path, MAX_MODULE_ID, _LEFT))
+    return dict(kept), None
+
+
+def save(path: str, modules: Mapping[str, int]) -> str | None:
+    """Write ``modules`` to ``path`` whole; what went wrong, if anything.
+
+    Written to a new file renamed over the old, so a crash or a reader
+    never sees half a file.
+    """
+    directory = os.path.dirname(path) or '.'
+    try:
+        fd, new = tempfile.mkstemp(prefix='.module-ids-', dir=directory)
+    except OSError as exc:
+        return 'cannot write %s: %s' % (path, exc)
+    try:
+        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+            json.dump({'module_ids': dict(sorted(modules.items()))}, f,
+                      indent=2)
+            f.write('\n')
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(new, 0o644)
+        os.replace(new, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(new)
+        return 'cannot write %s: %s' % (path, exc)
+    return None
+
+
+def merge(seen: Mapping[str, int], kept: Mapping[str, int]
+          ) -> tuple[dict[str, int], tuple[str, ...]]:
+    """What NVML sees now, and the kept answers for the GPUs it does not.
+
+    NVML wins for the GPUs it sees. A kept answer that NVML contradicts, or
+    whose module NVML now gives another GPU, is a finding and is dropped;
+    GPUs left with one module between them all go unanswered.
+    """
+    findings = []
+    merged = dict(seen)
+    for address, module_id in sorted(kept.items()):
+        if address in seen:
+            if seen[address] != module_id:
+                findings.append(
+                    'NVML says GPU %s is module %d, not module %d as kept '
+                    'before; module %d is kept now'
+                    % (address, seen[address], module_id, seen[address]))
+            continue
+        holders = sorted(a for a, m in seen.items() if m == module_id)
+        if holders:
+            findings.append(
+                'module %d was kept for GPU %s, but NVML now says it is GPU '
+                '%s; GPU %s has no module ID until NVML sees it'
+                % (module_id, address, holders[0], address))
+            continue
+        merged[address] = module_id
+    by_module: dict[int, list[str]] = {}
+    for address, module_id in merged.items():
+        by_module.setdefault(module_id, []).append(address)
+    for module_id, addresses in sorted(by_module.items()):
+        if len(addresses) > 1:
+            findings.append(
+                'GPUs %s are all given module %d; none of them has a module '
+                'ID until NVML sees them'
+                % (', '.join(sorted(addresses)), module_id))
+            for address in addresses:
+                del merged[address]
+    return merged, tuple(findings)
+
+
+def discover(path: str, gpus: Collection[str]
+             ) -> tuple[dict[int, str], tuple[str, ...]]:
+    """Module ID -> address for these GPUs, and findings.
+
+    Asks NVML, merges with the answers kept in ``path`` and keeps the
+    result there when it changed. Answers for GPUs not on the host now are
+    kept too: a GPU that fell off the bus may come back.
+    """
+    seen, nvml_problem = read_nvml()
+    kept, file_problem = load(path)
+    merged, findings = merge(seen, kept)
+    if merged != kept and not file_problem:
+        file_problem = save(path, merged)
+    if file_problem:
+        findings += ('[gpu_p2p] module_id_file: %s' % file_problem,)
+    missing = sorted(set(gpus) - merged.keys())
+    if missing:
+        findings += (
+            'no Fabric Manager module ID is known for GPU %s, so the '
+            'partitions holding it are left out: NVML tells it only while '
+            'the GPU is bound to the nvidia driver%s, and [gpu_p2p] '
+            'module_id_file (%s) has none for it. Bind it to nvidia once '
+            'while no guest uses it, or give its module_id in the static '
+            'topology file' % (
+                ', '.join(missing),
+                ' (%s)' % nvml_problem if nvml_problem else '', path),)
+    return ({module_id: address for address, module_id in merged.items()
+             if address in gpus}, findings)
