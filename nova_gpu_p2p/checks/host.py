@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 
 from nova_gpu_p2p.checks import acs
+from nova_gpu_p2p.checks import fabric as fabric_mod
 from nova_gpu_p2p.checks import firmware
 from nova_gpu_p2p.checks import numa
 from nova_gpu_p2p.checks import nvswitch
@@ -47,7 +48,8 @@ def host_checks(topology: model.HostTopology,
                 sysfs_root: str | None = '/sys',
                 root: str = '/',
                 bindings: model.HostTopology | None = None,
-                pci: placement.PciSettings | None = None
+                pci: placement.PciSettings | None = None,
+                fabric: fabric_mod.FabricFacts | None = None
                 ) -> list[result.Check]:
     """Every check, in the order an operator fixes things.
 
@@ -56,6 +58,8 @@ def host_checks(topology: model.HostTopology,
         ``topology``.
     :param pci: nova.conf's ``[pci]`` settings; None when no nova.conf
         was read, and then scheduling is not judged.
+    :param fabric: an HGX host's Fabric Manager facts; None elsewhere, or
+        for a capture.
     """
     bindings = bindings if bindings is not None else topology
     cliques = host_cliques.assign(topology, level, acs_policy, clique_map)
@@ -67,10 +71,15 @@ def host_checks(topology: model.HostTopology,
                                          cliques.largest() >= 2)
     checks.append(firmware.check_firmware(root))
     checks.append(vfio.check_iommu(bindings, sysfs_root, root))
-    checks.extend(vfio.check_bindings(bindings))
+    checks.extend(vfio.check_bindings(
+        bindings, idle_on_nvidia=fabric is not None and fabric.shared))
     checks.extend(acs.check_acs(topology, acs_policy, level))
     checks.extend(numa.check_numa(topology))
-    checks.extend(nvswitch.check_nvswitch(topology))
+    if fabric is None:
+        checks.extend(nvswitch.check_nvswitch(topology))
+    else:
+        checks.extend(fabric_mod.check_fabric(fabric, topology, bindings,
+                                              pci))
     checks.extend(p2p_level.check_p2p_level(
         topology, level, acs_policy, clique_map, numa_traits, sysfs_root))
     if pci is not None:
@@ -80,7 +89,9 @@ def host_checks(topology: model.HostTopology,
 
 
 def unread_host_checks(versions: versions_mod.HostVersions, error: str,
-                       root: str = '/') -> list[result.Check]:
+                       root: str = '/',
+                       fabric: fabric_mod.FabricFacts | None = None
+                       ) -> list[result.Check]:
     """What can be judged when the GPU topology could not be read."""
     checks = versions_mod.check_versions(
         versions, model.HostTopology(functions={}), False)
@@ -89,4 +100,6 @@ def unread_host_checks(versions: versions_mod.HostVersions, error: str,
         'GPU topology', error,
         'fix [gpu_p2p] topology_backend and its options, then run '
         '"nova-gpu-p2p topology"'))
+    if fabric is not None:
+        checks.extend(fabric_mod.check_unread(fabric))
     return checks

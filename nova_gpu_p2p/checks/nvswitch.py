@@ -15,21 +15,49 @@
 """NVSwitch: a fabric the PCIe-only topology backends cannot see."""
 
 from nova_gpu_p2p.checks import result
+from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.topology import model
+
+
+def switches(topology: model.HostTopology) -> list[model.PCIFunction]:
+    """The host's NVSwitch functions, by address."""
+    return sorted((f for f in topology.functions.values()
+                   if devices.is_nvswitch(f)), key=lambda f: f.address)
 
 
 def check_nvswitch(topology: model.HostTopology) -> list[result.Check]:
     """NVSwitch fabric the PCIe-only backends cannot see."""
-    switches = sorted(
-        f.address for f in topology.functions.values()
-        if f.vendor == model.NVIDIA_VENDOR_ID and not f.is_gpu
-        and f.base_class == 0x06 and not f.is_bridge)
-    if not switches or topology.nvlink_pairs or topology.p2p_overrides:
+    found = [f.address for f in switches(topology)]
+    if not found or topology.nvlink_pairs or topology.p2p_overrides:
         return []
     return [result.warning(
         'NVSwitch',
         '%d NVSwitch functions (%s) but no NVLink in the topology: '
         'cliques follow PCIe only, and are smaller than the fabric allows'
-        % (len(switches), ', '.join(switches)),
-        'set [gpu_p2p] topology_backend = static with the '
-        '"nvidia-smi topo -p2p r" matrix in static_topology_file')]
+        % (len(found), ', '.join(found)),
+        'with Fabric Manager in shared NVSwitch mode, set [gpu_p2p] '
+        'topology_backend = fabricmanager; otherwise topology_backend = '
+        'static with the "nvidia-smi topo -p2p r" matrix in '
+        'static_topology_file')]
+
+
+def check_bindings(topology: model.HostTopology,
+                   driver: str | None) -> list[result.Check]:
+    """Each NVSwitch on ``driver``: Fabric Manager's, or the guest's.
+
+    Nothing where the driver they need is not known.
+    """
+    found = switches(topology)
+    if driver is None or not found:
+        return []
+    why = ('Fabric Manager on this host drives them' if driver == 'nvidia'
+           else 'a whole-board server takes them with its GPUs')
+    wrong = [f for f in found if f.driver != driver]
+    if not wrong:
+        return [result.success('NVSwitch', '%d NVSwitch functions on %s: %s'
+                               % (len(found), driver, why))]
+    return [result.failure(
+        f.address, 'NVSwitch bound to %s, not %s: %s' % (
+            f.driver or 'no driver', driver, why),
+        'driverctl set-override %s %s' % (f.address, driver))
+        for f in wrong]

@@ -42,6 +42,9 @@ class Doc(str, enum.Enum):
     OVMF = 'No UEFI firmware (OVMF)'
     UEFI_XML = 'UEFI guests refused by libvirt 9.0 (Nova 34)'
     OLD_LIBVIRT = 'Old libvirt or QEMU'
+    FM_MODE = 'Fabric Manager mode'
+    FM_UNREACHABLE = 'Fabric Manager unreachable'
+    FM_MODULE_IDS = 'GPU module IDs unknown'
 
 
 def see(section: Doc) -> str:

@@ -81,16 +81,23 @@ def _bind_fix(gpu: model.PCIFunction) -> str:
                 result.see(result.Doc.VFIO_PCI)))
 
 
-def check_bindings(topology: model.HostTopology) -> list[result.Check]:
-    """Each NVIDIA GPU, and what shares its IOMMU group, ready for VFIO."""
+def check_bindings(topology: model.HostTopology,
+                   idle_on_nvidia: bool = False) -> list[result.Check]:
+    """Each NVIDIA GPU, and what shares its IOMMU group, ready for VFIO.
+
+    :param idle_on_nvidia: the GPUs wait on ``nvidia`` between guests, as
+        Fabric Manager's shared NVSwitch mode needs; libvirt moves them to
+        vfio-pci and back (managed hostdevs).
+    """
     checks = []
     ready = []
+    drivers = ('vfio-pci', 'nvidia') if idle_on_nvidia else ('vfio-pci',)
     groups: dict[int, list[model.PCIFunction]] = {}
     for function in topology.functions.values():
         if function.iommu_group is not None:
             groups.setdefault(function.iommu_group, []).append(function)
     for gpu in topology.gpus():
-        if gpu.driver == 'vfio-pci':
+        if gpu.driver in drivers:
             ready.append(gpu.address)
         elif gpu.driver is None:
             checks.append(result.warning(
@@ -122,7 +129,13 @@ def check_bindings(topology: model.HostTopology) -> list[result.Check]:
                         '%s (%s)' % (f.address, f.driver) for f in others)),
                 'bind those to vfio-pci too (driverctl set-override '
                 'ADDRESS vfio-pci)'))
-    if ready:
+    if ready and idle_on_nvidia:
+        checks.insert(0, result.success(
+            'vfio-pci', '%d of %d NVIDIA GPUs bound to nvidia (idle: Fabric '
+            'Manager needs them there between servers, and libvirt moves '
+            'them to vfio-pci at guest start) or vfio-pci (in a guest)'
+            % (len(ready), len(topology.gpus()))))
+    elif ready:
         checks.insert(0, result.success(
             'vfio-pci', '%d of %d NVIDIA GPUs bound to vfio-pci'
             % (len(ready), len(topology.gpus()))))

@@ -17,7 +17,9 @@
 """
 
 import argparse
+import os
 
+from nova_gpu_p2p.checks import fabric
 from nova_gpu_p2p.checks import host
 from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import report
@@ -57,22 +59,30 @@ def cmd_check(args: argparse.Namespace) -> int:
     level = link_class.LinkClass[args.level or group.p2p_level]
     policy = link_class.AcsPolicy(group.acs_policy)
     host_versions = _host_versions(args)
+    # Fabric Manager's configuration: this host's, so none for a capture.
+    fm_config = args.fabricmanager_config or os.path.join(
+        args.root, fabric.CONFIG_FILE.lstrip('/'))
     try:
         topology = sources.read_host(args, opts)
         bindings = None
         if not args.load and group.topology_backend != 'sysfs':
-            # static and nvml know nothing of drivers and IOMMU groups.
+            # static, nvml and fabricmanager read no drivers and IOMMU
+            # groups, or not all of them.
             bindings = sysfs.SysfsBackend(
                 opts, read_config=sources.no_privileged_read).discover()
     except backends.TopologyError as exc:
         if args.load:
             raise
-        checks = host.unread_host_checks(host_versions, str(exc), args.root)
+        checks = host.unread_host_checks(
+            host_versions, str(exc), args.root,
+            fabric=fabric.gather(opts, fm_config, None))
     else:
+        facts = None if args.load else fabric.gather(
+            opts, fm_config, bindings or topology)
         checks = host.host_checks(
             topology, host_versions, level, policy, dict(group.clique_map),
             sysfs_root=sources.sysfs_read(args, opts), root=args.root,
-            bindings=bindings, pci=pci)
+            bindings=bindings, pci=pci, fabric=facts)
     if args.json:
         print(report.to_json(checks))
     else:
@@ -90,6 +100,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     check.add_argument('--root', default='/',
                        help='read guest firmware and /proc/cmdline under '
                             'this directory (default /)')
+    check.add_argument('--fabricmanager-config', metavar='PATH',
+                       help='NVIDIA Fabric Manager\'s configuration, read '
+                            'on HGX hosts for its FABRIC_MODE (default '
+                            '%s under --root)' % fabric.CONFIG_FILE)
     check.add_argument('--level', choices=sources.LEVELS,
                        help='p2p_level to apply instead of the configured '
                             'one')
