@@ -182,6 +182,17 @@ def merge(seen: Mapping[str, int], kept: Mapping[str, int]
     return merged, tuple(findings)
 
 
+def gpu_list(addresses: list[str]) -> str:
+    """``GPU a`` or ``GPUs a, b``, for findings."""
+    return 'GPU%s %s' % ('s' if len(addresses) > 1 else '',
+                         ', '.join(addresses))
+
+
+def it(addresses: list[str]) -> str:
+    """``it`` or ``them``, for findings."""
+    return 'them' if len(addresses) > 1 else 'it'
+
+
 def discover(path: str, gpus: Collection[str]
              ) -> tuple[dict[int, str], tuple[str, ...]]:
     """Module ID -> address for these GPUs, and findings.
@@ -199,14 +210,16 @@ def discover(path: str, gpus: Collection[str]
         findings += ('[gpu_p2p] module_id_file: %s' % file_problem,)
     missing = sorted(set(gpus) - merged.keys())
     if missing:
+        them = it(missing)
         findings += (
-            'no Fabric Manager module ID is known for GPU %s, so the '
-            'partitions holding it are left out: NVML tells it only while '
-            'the GPU is bound to the nvidia driver%s, and [gpu_p2p] '
-            'module_id_file (%s) has none for it. Bind it to nvidia once '
-            'while no guest uses it, or give its module_id in the static '
-            'topology file' % (
-                ', '.join(missing),
-                ' (%s)' % nvml_problem if nvml_problem else '', path),)
+            'no Fabric Manager module ID is known for %s, so the partitions '
+            'holding %s are left out: NVML tells a GPU\'s module ID only '
+            'while the GPU is bound to the nvidia driver%s, and [gpu_p2p] '
+            'module_id_file (%s) has none for %s. Bind %s to nvidia once '
+            'while no guest uses %s, or give module_id per GPU in the '
+            'static topology file' % (
+                gpu_list(missing), them,
+                ' (%s)' % nvml_problem if nvml_problem else '', path,
+                them, them, them),)
     return ({module_id: address for address, module_id in merged.items()
              if address in gpus}, findings)

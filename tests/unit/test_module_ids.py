@@ -262,7 +262,7 @@ class TestDiscover(NvmlTestCase, FileTestCase):
                       '0000:03:00.0, so the partitions holding it are left '
                       'out', finding)
         self.assertIn('(%s)' % self.path, finding)
-        self.assertIn('module_id in the static topology file', finding)
+        self.assertIn('module_id per GPU in the static topology file', finding)
 
     def test_nvml_unavailable_is_said_only_when_it_matters(self):
         self.discover(ADDRESS_MODULES)

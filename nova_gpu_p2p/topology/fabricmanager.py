@@ -1,0 +1,104 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The ``fabricmanager`` backend: HGX boards, NVLink within partitions.
+
+On an HGX board (GPUs joined through NVSwitches) a guest gets NVLink only
+between the GPUs of the NVIDIA Fabric Manager partition activated for it,
+so two GPUs count as NVLink-joined exactly when some partition holds both.
+The PCI tree, NUMA nodes and ACS come from sysfs, as with the ``sysfs``
+backend; the partitions from Fabric Manager, which names GPUs by module
+ID; each GPU's module ID from the static file's ``module_id``, or else
+from NVML and the answers kept in ``[gpu_p2p] module_id_file``.
+"""
+
+import dataclasses
+
+from nova_gpu_p2p.fabric import module_ids
+from nova_gpu_p2p.fabric import nvfm
+from nova_gpu_p2p.fabric import partitions
+from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import static
+from nova_gpu_p2p.topology import sysfs
+
+
+class FabricManagerBackend(backends.TopologyBackend):
+    """The sysfs topology with Fabric Manager's partitions and NVLink."""
+
+    def __init__(self, conf,
+                 read_config: sysfs.ConfigReader | None = None) -> None:
+        super().__init__(conf)
+        self.read_config = read_config
+
+    def discover(self) -> model.HostTopology:
+        topology = sysfs.SysfsBackend(self.conf,
+                                      self.read_config).discover()
+        supported = supported_partitions(self.conf)
+        modules, findings = self._modules(
+            [gpu.address for gpu in topology.gpus()])
+        found, dropped = partitions.to_addresses(
+            ((partition.id, partition.modules) for partition in supported),
+            modules)
+        return dataclasses.replace(
+            topology, fabric_partitions=found,
+            nvlink_pairs=partitions.nvlink_pairs(found),
+            findings=topology.findings + findings + dropped)
+
+    def _modules(self, gpus: list[str]
+                 ) -> tuple[dict[int, str], tuple[str, ...]]:
+        """Module ID -> GPU address, and findings.
+
+        The static file's ``module_id`` values when it gives any, since
+        the operator wrote them; else NVML and the kept answers.
+        """
+        path = self.conf.gpu_p2p.static_topology_file
+        given = static.module_ids(static.read(path), path) if path else {}
+        if not given:
+            return module_ids.discover(self.conf.gpu_p2p.module_id_file,
+                                       gpus)
+        missing = sorted(set(gpus) - given.keys())
+        findings = ()
+        if missing:
+            findings = (
+                'no module_id is given in %s for %s, so the Fabric Manager '
+                'partitions holding %s are left out'
+                % (path, module_ids.gpu_list(missing),
+                   module_ids.it(missing)),)
+        return ({module_id: address for address, module_id in given.items()
+                 if address in gpus}, findings)
+
+
+def supported_partitions(conf) -> tuple[nvfm.Partition, ...]:
+    """Every partition Fabric Manager supports on this board.
+
+    Raises TopologyError naming what to check when Fabric Manager cannot
+    be asked.
+    """
+    group = conf.gpu_p2p
+    try:
+        with nvfm.from_conf(conf) as fabric_manager:
+            return fabric_manager.partitions()
+    except nvfm.FmLibraryMissing as exc:
+        raise backends.TopologyError(
+            '%s; [gpu_p2p] fabric_manager_library = %s must name NVIDIA '
+            'Fabric Manager\'s client library, libnvfm.so.1'
+            % (exc, group.fabric_manager_library))
+    except (nvfm.FmError, ValueError) as exc:
+        raise backends.TopologyError(
+            'cannot read the partitions of NVIDIA Fabric Manager at %s '
+            '([gpu_p2p] fabric_manager_address): %s; check that '
+            'nvidia-fabricmanager runs there in shared NVSwitch mode '
+            '(FABRIC_MODE=1 in its fabricmanager.cfg)'
+            % (group.fabric_manager_address, exc))
