@@ -20,18 +20,11 @@ import testtools
 
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import model
+from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 
 MODULES = hosts.HGX_MODULES
-
-#: The H100 board's partitions, as Fabric Manager lists them.
-H100 = {
-    0: frozenset(range(1, 9)),
-    1: frozenset({1, 2, 3, 4}), 2: frozenset({5, 6, 7, 8}),
-    3: frozenset({1, 3}), 4: frozenset({2, 4}),
-    5: frozenset({5, 7}), 6: frozenset({6, 8}),
-    **{6 + m: frozenset({m}) for m in range(1, 9)},
-}
+H100 = fake_fm.H100_PARTITIONS
 
 
 def gpus(*module_ids):
