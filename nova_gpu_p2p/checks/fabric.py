@@ -226,7 +226,8 @@ def module_addresses(partitions: Iterable[nvfm.Partition],
 
 def _modules_text(modules: Iterable[int], where: Mapping[int, str]) -> str:
     ordered = sorted(modules)
-    return 'modules %s -> %s' % (
+    return '%s %s -> %s' % (
+        'module' if len(ordered) == 1 else 'modules',
         ', '.join(map(str, ordered)),
         ', '.join(where.get(m, 'unknown') for m in ordered))
 

@@ -93,7 +93,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     check = sub.add_parser(
         'check', help='is this compute host ready: libvirt, QEMU, '
-                      'firmware, IOMMU, vfio-pci, ACS, cliques')
+                      'firmware, IOMMU, vfio-pci, ACS, cliques, Fabric '
+                      'Manager')
     sources.add_host_source(check, load_help='judge a file written by '
                                              'capture',
                             sections='[gpu_p2p] and [pci]')

@@ -206,7 +206,7 @@ class TestPartitionsAndModules(testtools.TestCase):
         self.assertEqual(result.success(
             'FM partition 3', 'modules 1, 3 -> 0000:08:00.0, 0000:04:00.0; '
             'active'), checks[3])
-        self.assertEqual('modules 5 -> 0000:88:00.0; inactive',
+        self.assertEqual('module 5 -> 0000:88:00.0; inactive',
                          checks[11].message)
 
     def test_every_module_known(self):
