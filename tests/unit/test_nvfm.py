@@ -59,11 +59,12 @@ class FabricManagerTest(testtools.TestCase):
                          tuple(gpu.module_id for gpu in whole.gpus))
         self.assertEqual(nvfm.PartitionGpu(
             module_id=2, uuid='GPU-00000000-0000-0000-0000-000000000002',
-            pci_bus_id='00000000:04:00.0'), whole.gpus[1])
-        # The stand-in's board is the corpus' HGX host.
+            pci_bus_id='00000000:03:00.0'), whole.gpus[1])
+        # The stand-in's board is the corpus' HGX host, modules not in PCI
+        # order.
         self.assertEqual(
             hosts.EXPECTED['hgx-8gpu-nvswitch-2numa'].addresses,
-            tuple(fake_fm.MODULE_ADDRESSES[m] for m in range(1, 9)))
+            tuple(sorted(fake_fm.MODULE_ADDRESSES.values())))
         self.assertEqual(
             ['0000' + fake_fm.MODULE_ADDRESSES[gpu.module_id].upper()
              for gpu in whole.gpus],
