@@ -20,6 +20,7 @@ module IDs are :data:`tests.fixtures.hosts.HGX_MODULES`.
 """
 
 import dataclasses
+import json
 import os
 
 import fixtures
@@ -386,14 +387,25 @@ class TestCheckCLI(test_check_command.CheckCLIBase):
         self.config = os.path.join(
             self.root, fabric.CONFIG_FILE.lstrip('/'))
 
-    def nova_conf(self, backend):
+    def nova_conf(self, backend, modules=MODULES):
+        """nova.conf for the corpus HGX host, and the kept module IDs.
+
+        NVML sees no GPU (they are on vfio-pci): the fabricmanager backend
+        reads the module IDs kept before.
+        """
+        self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.fabric.module_ids.read_nvml',
+            return_value=({}, 'NVML is not available: no GPU on nvidia')))
+        kept = os.path.join(self.root, 'module_ids.json')
+        with open(kept, 'w') as f:
+            json.dump({'module_ids': {a: m for m, a in modules.items()}}, f)
         path = os.path.join(self.root, 'nova.conf')
         with open(path, 'w') as f:
             f.write('[gpu_p2p]\ntopology_backend = %s\nsysfs_root = %s\n'
                     'fabric_manager_address = %s\n'
-                    'fabric_manager_library = %s\n' % (
-                        backend, test_corpus.tree(HGX), self.fm.address,
-                        fake_fm.library()))
+                    'fabric_manager_library = %s\nmodule_id_file = %s\n'
+                    % (backend, test_corpus.tree(HGX), self.fm.address,
+                       fake_fm.library(), kept))
         return path
 
     def mode(self, value):
@@ -402,19 +414,44 @@ class TestCheckCLI(test_check_command.CheckCLIBase):
 
     def test_shared_mode_with_the_backend(self):
         self.mode(1)
-        self.useFixture(fixtures.MockPatch(
-            'nova_gpu_p2p.cmd.sources.read_host',
-            return_value=hgx_topology()))
+        self.fm.force_active(3)
         rc, out = self.run_cli('--config-file',
                                self.nova_conf('fabricmanager'))
         text = test_check_command.lines(out)
-        self.assertEqual(0, rc, text)
+        # The GPUs are not in placement: nova.conf's [pci] default.
+        self.assertEqual([(WARN, 'placement')], self.not_ok(out), text)
         self.assertIn('Success Fabric Manager: reachable at %s: 15 '
-                      'partitions, 0 active' % self.fm.address, text)
+                      'partitions, 1 active' % self.fm.address, text)
         self.assertIn('Success FM partition 3: modules 1, 3 -> '
-                      '0000:08:00.0, 0000:04:00.0; inactive', text)
+                      '0000:08:00.0, 0000:04:00.0; active', text)
         self.assertIn('Success NVSwitch: 4 NVSwitch functions on nvidia',
                       text)
+        self.assertIn('Success module IDs: every GPU\'s module ID known: '
+                      '1 0000:08:00.0, 2 0000:03:00.0', text)
+        self.assertIn('Success 1-GPU servers: each GPU has its 1-GPU '
+                      'partition', text)
+
+    def test_module_id_unknown(self):
+        self.mode(1)
+        known = {m: a for m, a in MODULES.items() if m != 2}
+        rc, out = self.run_cli('--config-file',
+                               self.nova_conf('fabricmanager', known))
+        self.assertEqual(1, rc)
+        self.assertIn((FAIL, 'module IDs'), self.not_ok(out))
+        self.assertIn('Success FM partition 4: modules 2, 4 -> unknown, '
+                      '0000:09:00.0; inactive',
+                      test_check_command.lines(out))
+
+    def test_fabric_manager_down(self):
+        self.mode(1)
+        self.fm.down()
+        rc, out = self.run_cli('--config-file',
+                               self.nova_conf('fabricmanager'))
+        self.assertEqual(1, rc)
+        self.assertEqual([(FAIL, 'GPU topology'), (FAIL, 'Fabric Manager')],
+                         self.not_ok(out)[-2:])
+        self.assertIn('systemctl enable --now nvidia-fabricmanager',
+                      test_check_command.lines(out))
 
     def test_shared_mode_without_the_backend(self):
         self.mode(1)
