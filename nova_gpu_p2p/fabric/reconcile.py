@@ -45,8 +45,8 @@ class Decision:
     restore: tuple[int, ...]
 
 
-def _fabric_gpus(partitions: tuple[model.FabricPartition, ...],
-                 addresses: Iterable[str]) -> tuple[str, ...]:
+def fabric_gpus(partitions: tuple[model.FabricPartition, ...],
+                addresses: Iterable[str]) -> tuple[str, ...]:
     """The addresses that are Fabric Manager GPUs (not NICs, not others)."""
     known = {gpu for partition in partitions for gpu in partition.gpus}
     return tuple(sorted(set(addresses) & known))
@@ -59,7 +59,7 @@ def held(partitions: Iterable[model.FabricPartition],
     partitions = tuple(partitions)
     found = {}
     for uuid, addresses in running.items():
-        gpus = _fabric_gpus(partitions, addresses)
+        gpus = fabric_gpus(partitions, addresses)
         if gpus:
             found[uuid] = partitions_mod.for_instance(partitions, gpus)
     return found
@@ -78,7 +78,7 @@ def decide(partitions: Iterable[model.FabricPartition],
     holdings = held(partitions, running)
     needed = frozenset(i for h in holdings.values() for i in h.ids)
     in_use = {gpu for uuid in holdings
-              for gpu in _fabric_gpus(partitions, running[uuid])}
+              for gpu in fabric_gpus(partitions, running[uuid])}
     deactivate = tuple(sorted(
         p.id for p in partitions
         if p.id in active and p.id not in needed

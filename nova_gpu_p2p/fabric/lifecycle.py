@@ -1,0 +1,263 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Fabric Manager partitions follow the domains: activate, release, reconcile.
+
+Between tenants the GPUs of an HGX board sit on the ``nvidia`` driver, so
+that Fabric Manager and NVML see them (and their module IDs can be read).
+Nova passes them through as ``managed='yes'`` hostdevs: libvirt binds
+each GPU to vfio-pci when the domain starts and back to ``nvidia`` when
+it stops. Fabric Manager wants the partition active before the guest
+sees the GPUs, and it may be torn down only once the guest is gone, so
+the driver activates it just before the domain starts and releases it
+after the domain is destroyed; the periodic reconcile puts right what
+was missed (a failed start, a stale partition, a restarted Fabric
+Manager).
+
+One lock covers every call here, and a domain being started counts as
+running until it has started: the reconcile must never deactivate a
+partition between its activation and the domain's start.
+"""
+
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+import contextlib
+import dataclasses
+from typing import Any
+
+from oslo_concurrency import lockutils
+from oslo_log import log as logging
+
+from nova_gpu_p2p.fabric import nvfm
+from nova_gpu_p2p.fabric import partitions as partitions_mod
+from nova_gpu_p2p.fabric import reconcile as reconcile_mod
+from nova_gpu_p2p.topology import model
+
+LOG = logging.getLogger(__name__)
+
+#: Instance UUID -> the host PCI addresses of its running domain.
+Running = Mapping[str, Iterable[str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Activation:
+    """What an instance's GPUs got from Fabric Manager before it starts."""
+
+    #: The GPUs (fabric GPUs only) and the partitions activated for them.
+    gpus: tuple[str, ...]
+    ids: tuple[int, ...]
+    #: Whether those are one partition of two or more GPUs.
+    nvlink: bool
+    #: Why not every partition is active (Fabric Manager's status, or GPUs
+    #: in no partition); None when all are.
+    problem: str | None = None
+
+
+def _direct(func: Callable[..., Any], *args: Any) -> Any:
+    return func(*args)
+
+
+class Lifecycle:
+    """The host's Fabric Manager partitions, kept in step with its domains.
+
+    ``partitions`` gives the host's partitions now (empty: no Fabric
+    Manager, nothing to do), ``running`` its running domains' devices,
+    ``connect`` a :class:`nvfm.FabricManager` to enter. Each Fabric
+    Manager session goes through ``offload`` (the driver's native thread:
+    the library's calls never yield to eventlet).
+    """
+
+    def __init__(self, connect: Callable[[], nvfm.FabricManager],
+                 partitions: Callable[[], tuple[model.FabricPartition, ...]],
+                 running: Callable[[], Running],
+                 offload: Callable[..., Any] = _direct) -> None:
+        self._connect = connect
+        self._partitions = partitions
+        self._running = running
+        self._offload = offload
+        self._lock = lockutils.internal_lock('nova-gpu-p2p-fabric-manager')
+        self._starting: dict[str, tuple[str, ...]] = {}
+        self._reported: dict[str, str] = {}
+        self._trouble: str | None = None
+
+    @contextlib.contextmanager
+    def starting(self, uuid: str,
+                 addresses: Iterable[str]) -> Iterator[Activation]:
+        """Activate the instance's partitions; its domain starts inside.
+
+        Until the block ends the instance counts as running, so neither a
+        reconcile nor another instance's release deactivates them.
+        """
+        addresses = tuple(sorted(set(addresses)))
+        with self._lock:
+            activation = self._activate(addresses)
+            self._starting[uuid] = addresses
+        try:
+            yield activation
+        finally:
+            with self._lock:
+                del self._starting[uuid]
+
+    def release(self) -> None:
+        """Deactivate what no running domain holds (after a domain is gone)."""
+        self._reconcile(restore=False)
+
+    def reconcile(self) -> None:
+        """Deactivate stale partitions, restore needed ones, report the rest.
+
+        Fabric Manager unreachable is logged (once until it changes), not
+        raised: this runs at start-up and on every periodic update.
+        """
+        self._reconcile(restore=True)
+
+    def _activate(self, addresses: tuple[str, ...]) -> Activation:
+        partitions = self._partitions()
+        gpus = reconcile_mod.fabric_gpus(partitions, addresses)
+        plan = partitions_mod.for_instance(partitions, gpus)
+        activation = Activation(gpus=gpus, ids=plan.ids, nvlink=plan.nvlink)
+        if not gpus:
+            return activation
+        if plan.missing:
+            return dataclasses.replace(
+                activation, problem='GPU(s) %s are in no Fabric Manager '
+                'partition' % ', '.join(plan.missing))
+        # Read here, on the caller's thread (libvirt), in case Fabric
+        # Manager restarted and must be told what is in use.
+        in_use = reconcile_mod.decide(partitions, (),
+                                      self._all_running()).needed
+        try:
+            self._offload(self._activate_all, plan.ids, in_use)
+        except nvfm.FmError as exc:
+            return dataclasses.replace(
+                activation, problem='Fabric Manager partition(s) %s (GPUs '
+                '%s) not activated: %s' % (', '.join(map(str, plan.ids)),
+                                           ', '.join(gpus), exc))
+        LOG.info('Fabric Manager partition(s) %s activated for GPUs %s',
+                 ', '.join(map(str, plan.ids)), ', '.join(gpus))
+        return activation
+
+    def _all_running(self) -> dict[str, Iterable[str]]:
+        return {**self._running(), **self._starting}
+
+    def _activate_all(self, ids: tuple[int, ...],
+                      in_use: tuple[int, ...]) -> None:
+        with self._connect() as fm:
+            for partition_id in ids:
+                try:
+                    fm.activate(partition_id)
+                except nvfm.FmNotReady:
+                    # Restarted: it awaits the partitions still in use.
+                    fm.set_activated(in_use)
+                    LOG.warning('Fabric Manager restarted: told it the '
+                                'partitions in use (%s)',
+                                ', '.join(map(str, in_use)) or 'none')
+                    fm.activate(partition_id)
+                except nvfm.FmInUse:
+                    # Already active is fine (a restart after a stop
+                    # the reconcile has not caught up with yet).
+                    if not any(p.id == partition_id and p.active
+                               for p in fm.partitions()):
+                        raise
+
+    def _reconcile(self, restore: bool) -> None:
+        with self._lock:
+            partitions = self._partitions()
+            if not partitions:
+                return
+            running = self._all_running()
+            try:
+                active = self._offload(self._sync, partitions, running,
+                                       restore)
+            except nvfm.FmError as exc:
+                self._fm_trouble(str(exc))
+                return
+            self._fm_trouble(None)
+            if restore:
+                self._report(reconcile_mod.lacking(partitions, active,
+                                                   running))
+
+    def _sync(self, partitions, running: Running,
+              restore: bool) -> set[int]:
+        """Fabric Manager's calls; the partitions active after them."""
+        with self._connect() as fm:
+            active = {p.id for p in fm.partitions() if p.active}
+            decision = reconcile_mod.decide(partitions, active, running)
+            if restore and decision.restore:
+                active |= _restore(fm, decision)
+            for partition_id in decision.deactivate:
+                try:
+                    fm.deactivate(partition_id)
+                except nvfm.FmError as exc:
+                    LOG.warning('Stale Fabric Manager partition %d held by '
+                                'no running server stays active: %s',
+                                partition_id, exc)
+                    continue
+                active.discard(partition_id)
+                LOG.info('Fabric Manager partition %d deactivated: no '
+                         'running server holds its GPUs', partition_id)
+            return active
+
+    def _fm_trouble(self, trouble: str | None) -> None:
+        """Log Fabric Manager failing, or recovering, once per change."""
+        if trouble is not None and trouble != self._trouble:
+            LOG.warning('Fabric Manager partitions not reconciled: %s',
+                        trouble)
+        elif trouble is None and self._trouble is not None:
+            LOG.info('Fabric Manager reachable again, partitions reconciled')
+        self._trouble = trouble
+
+    def _report(self, lacking: Mapping[str, str]) -> None:
+        """One WARNING per instance running without its partitions."""
+        for uuid, why in lacking.items():
+            if self._reported.get(uuid) != why:
+                LOG.warning('Instance %s runs without NVLink or CUDA through '
+                            'Fabric Manager: %s', uuid, why)
+        self._reported = dict(lacking)
+
+
+def _restore(fm: nvfm.FabricManager,
+             decision: reconcile_mod.Decision) -> set[int]:
+    """Make the running domains' partitions active again; those that are.
+
+    A restarted Fabric Manager is told every partition in use; one that
+    did not restart refuses that (FM_ST_NOT_SUPPORTED), and the missing
+    ones are activated one by one.
+    """
+    try:
+        fm.set_activated(decision.needed)
+    except nvfm.FmError as exc:
+        if exc.status != nvfm.FM_ST_NOT_SUPPORTED:
+            LOG.warning('Fabric Manager partitions %s of running servers '
+                        'not restored: %s',
+                        ', '.join(map(str, decision.needed)), exc)
+            return set()
+    else:
+        LOG.warning('Fabric Manager restarted: told it the partitions of '
+                    'running servers (%s)',
+                    ', '.join(map(str, decision.needed)))
+        return set(decision.needed)
+    restored = set()
+    for partition_id in decision.restore:
+        try:
+            fm.activate(partition_id)
+        except nvfm.FmError as exc:
+            LOG.warning('Fabric Manager partition %d of a running server '
+                        'not activated: %s', partition_id, exc)
+            continue
+        restored.add(partition_id)
+        LOG.info('Fabric Manager partition %d of a running server activated',
+                 partition_id)
+    return restored
