@@ -94,16 +94,17 @@ class Lifecycle:
         self._trouble: str | None = None
 
     @contextlib.contextmanager
-    def starting(self, uuid: str,
-                 addresses: Iterable[str]) -> Iterator[Activation]:
+    def starting(self, uuid: str, addresses: Iterable[str],
+                 exact_only: bool = False) -> Iterator[Activation]:
         """Activate the instance's partitions; its domain starts inside.
 
         Until the block ends the instance counts as running, so neither a
-        reconcile nor another instance's release deactivates them.
+        reconcile nor another instance's release deactivates them. With
+        ``exact_only``, GPUs that are not one partition get nothing.
         """
         addresses = tuple(sorted(set(addresses)))
         with self._lock:
-            activation = self._activate(addresses)
+            activation = self._activate(addresses, exact_only)
             self._starting[uuid] = addresses
         try:
             yield activation
@@ -123,7 +124,8 @@ class Lifecycle:
         """
         self._reconcile(restore=True)
 
-    def _activate(self, addresses: tuple[str, ...]) -> Activation:
+    def _activate(self, addresses: tuple[str, ...],
+                  exact_only: bool) -> Activation:
         partitions = self._partitions()
         gpus = reconcile_mod.fabric_gpus(partitions, addresses)
         plan = partitions_mod.for_instance(partitions, gpus)
@@ -134,20 +136,30 @@ class Lifecycle:
             return dataclasses.replace(
                 activation, problem='GPU(s) %s are in no Fabric Manager '
                 'partition' % ', '.join(plan.missing))
-        # Read here, on the caller's thread (libvirt), in case Fabric
-        # Manager restarted and must be told what is in use.
-        in_use = reconcile_mod.decide(partitions, (),
-                                      self._all_running()).needed
+        if exact_only and len(gpus) > 1 and not plan.nvlink:
+            return dataclasses.replace(
+                activation, ids=(), problem='GPUs %s are not one Fabric '
+                'Manager partition, so they cannot have NVLink'
+                % ', '.join(gpus))
         try:
+            # Read here, on the caller's thread (libvirt), in case Fabric
+            # Manager restarted and must be told what is in use.
+            in_use = reconcile_mod.decide(partitions, (),
+                                          self._all_running()).needed
             self._offload(self._activate_all, plan.ids, in_use)
         except nvfm.FmError as exc:
-            return dataclasses.replace(
-                activation, problem='Fabric Manager partition(s) %s (GPUs '
-                '%s) not activated: %s' % (', '.join(map(str, plan.ids)),
-                                           ', '.join(gpus), exc))
-        LOG.info('Fabric Manager partition(s) %s activated for GPUs %s',
-                 ', '.join(map(str, plan.ids)), ', '.join(gpus))
-        return activation
+            reason = str(exc)
+        except Exception as exc:  # never a lost server for Fabric Manager
+            LOG.exception('Fabric Manager activation failed unexpectedly')
+            reason = repr(exc)
+        else:
+            LOG.info('Fabric Manager partition(s) %s activated for GPUs %s',
+                     ', '.join(map(str, plan.ids)), ', '.join(gpus))
+            return activation
+        return dataclasses.replace(
+            activation, problem='Fabric Manager partition(s) %s (GPUs %s) '
+            'not activated: %s' % (', '.join(map(str, plan.ids)),
+                                   ', '.join(gpus), reason))
 
     def _all_running(self) -> dict[str, Iterable[str]]:
         return {**self._running(), **self._starting}

@@ -46,9 +46,10 @@ class TestLifecycle(testtools.TestCase):
             lambda: nvfm.FabricManager(self.fm.address, library),
             lambda: self.partitions, lambda: self.running)
 
-    def start(self, uuid, addresses):
+    def start(self, uuid, addresses, exact_only=False):
         """Start a domain the way the driver does; its activation."""
-        with self.lifecycle.starting(uuid, addresses) as activation:
+        with self.lifecycle.starting(uuid, addresses,
+                                     exact_only) as activation:
             self.running[uuid] = addresses
         return activation
 
@@ -76,6 +77,30 @@ class TestLifecycle(testtools.TestCase):
         self.assertFalse(activation.nvlink)
         self.assertIsNone(activation.problem)
         self.assertEqual({8, 9}, self.fm.active())
+
+    def test_exact_only_refuses_non_partition(self):
+        activation = self.start('a', gpus(2, 3), exact_only=True)
+        self.assertEqual((), activation.ids)
+        self.assertEqual('GPUs %s, %s are not one Fabric Manager partition, '
+                         'so they cannot have NVLink'
+                         % tuple(sorted(gpus(2, 3))), activation.problem)
+        self.assertEqual([], self.fm.calls())
+
+    def test_exact_only_accepts_partitions_and_single_gpus(self):
+        self.assertIsNone(self.start('a', gpus(1, 3), True).problem)
+        self.assertIsNone(self.start('b', gpus(2), True).problem)
+        self.assertEqual({3, 8}, self.fm.active())
+
+    def test_unexpected_failure_is_a_problem_not_a_crash(self):
+        def running():
+            raise RuntimeError('libvirt went away')
+
+        self.lifecycle = lifecycle.Lifecycle(
+            lambda: nvfm.FabricManager(self.fm.address, fake_fm.library()),
+            lambda: self.partitions, running)
+        activation = self.start('a', gpus(1, 3))
+        self.assertIn("not activated: RuntimeError('libvirt went away')",
+                      activation.problem)
 
     def test_gpu_in_no_partition(self):
         self.partitions = tuple(p for p in PARTITIONS if p.id != 14)
