@@ -32,7 +32,7 @@ _GPU_P2P_LIBVIRT_DRIVER=libvirt.LibvirtDriver
 _GPU_P2P_OPTIONS="topology_backend sysfs_root static_topology_file p2p_level
 acs_policy clique_map expander_bus_grouping align_device_types
 guest_numa_distances pcihole64 guest_topology clique_fit_weight_multiplier
-report_traits"
+report_traits fabric_manager_address fabric_manager_library module_id_file"
 _GPU_P2P_CLIQUE_FILTER=nova_gpu_p2p.scheduler.GPUP2PCliqueFilter
 _GPU_P2P_WEIGHER=nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher
 _GPU_P2P_FILTERS="GPUP2PCliqueFilter PciPassthroughFilter NUMATopologyFilter"
@@ -41,7 +41,8 @@ _GPU_P2P_FILTERS="GPUP2PCliqueFilter PciPassthroughFilter NUMATopologyFilter"
 _GPU_P2P_NOVA_FILTERS=ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter
 _GPU_P2P_NOVA_AVAILABLE_FILTERS=nova.scheduler.filters.all_filters
 _GPU_P2P_NOVA_WEIGHERS=nova.scheduler.weights.all_weighers
-# The nvml extra of setup.cfg, installed with the nvml topology backend.
+# The nvml extra of setup.cfg, installed with the nvml topology backend and
+# the fabricmanager one (which reads GPU module IDs through NVML).
 _GPU_P2P_NVML_REQUIREMENT="nvidia-ml-py>=12.535.0"
 
 # Stop before anything is installed when the settings cannot work.
@@ -83,7 +84,8 @@ function install_nova_gpu_p2p {
     # comes with Nova, and resolving its "nova" requirement could replace
     # the Nova that devstack installed from git with one from PyPI.
     pip_install --no-deps "$GPU_P2P_DIR"
-    if [[ "$GPU_P2P_TOPOLOGY_BACKEND" == nvml ]]; then
+    if [[ "$GPU_P2P_TOPOLOGY_BACKEND" == nvml ||
+          "$GPU_P2P_TOPOLOGY_BACKEND" == fabricmanager ]]; then
         pip_install "$_GPU_P2P_NVML_REQUIREMENT"
     fi
 }

@@ -365,7 +365,8 @@ class TestBadInput(CLITestCase):
     def test_backend_and_static_file_errors(self):
         self.assertUsageError(
             'topology_backend = nosuch: no such backend; installed backends '
-            'are nvml, static, sysfs', 'topology', '--config-file',
+            'are fabricmanager, nvml, static, sysfs', 'topology',
+            '--config-file',
             self.write('nova.conf', '[gpu_p2p]\ntopology_backend = nosuch\n'))
         conf = self.write('static.conf', '[gpu_p2p]\ntopology_backend = '
                           'static\nstatic_topology_file = %s\n'

@@ -115,6 +115,9 @@ OPTION_VALUES = {
     'guest_topology': 'False',
     'clique_fit_weight_multiplier': '2.5',
     'report_traits': 'False',
+    'fabric_manager_address': '10.0.0.5:6666',
+    'fabric_manager_library': '/opt/nvidia/libnvfm.so.1',
+    'module_id_file': '/srv/module_ids.json',
 }
 PCI = {'GPU_P2P_ALIAS': 'h100', 'GPU_P2P_PRODUCT_ID': '2330'}
 BROAD_SPEC = '{"vendor_id":"10de","product_id":"2330"}'
@@ -508,16 +511,18 @@ class TestStack(testtools.TestCase):
         self.assertEqual(2, len(group['available_filters']))
         self.assertEqual(WEIGHERS, group['weight_classes'])
 
-    def test_nvml_backend_installs_its_extra(self):
-        host = self.stack(GPU_P2P_TOPOLOGY_BACKEND='nvml')
+    def test_nvml_reading_backends_install_its_extra(self):
         setup = configparser.ConfigParser()
         setup.read(os.path.join(REPO, 'setup.cfg'))
         extra = setup['options.extras_require']['nvml'].split('#')[0]
-        self.assertEqual(
-            [['pip_install', '--no-deps',
-              os.path.join(host.dest, 'nova-gpu-p2p')],
-             ['pip_install', extra.strip()]],
-            host.calls('pip_install'))
+        # fabricmanager reads the GPUs' module IDs through NVML.
+        for backend in ('nvml', 'fabricmanager'):
+            host = self.stack(GPU_P2P_TOPOLOGY_BACKEND=backend)
+            self.assertEqual(
+                [['pip_install', '--no-deps',
+                  os.path.join(host.dest, 'nova-gpu-p2p')],
+                 ['pip_install', extra.strip()]],
+                host.calls('pip_install'), backend)
 
     def test_waits_for_configure_neutron_nova(self):
         host = self.useFixture(Devstack())
