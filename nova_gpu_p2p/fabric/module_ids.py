@@ -49,19 +49,10 @@ def read_nvml() -> tuple[dict[str, int], str | None]:
     fails is left out (logged): another source may know it.
     """
     try:
-        import pynvml
-    except ImportError as exc:
+        with nvml.session() as pynvml:
+            return _module_ids(pynvml)
+    except nvml.NvmlUnavailable as exc:
         return {}, 'NVML is not available: %s' % exc
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return {}, 'NVML is not available: %s' % exc
-    try:
-        return _module_ids(pynvml)
-    finally:
-        # A failed shutdown must not lose the answers.
-        with contextlib.suppress(pynvml.NVMLError):
-            pynvml.nvmlShutdown()
 
 
 def _module_ids(pynvml: types.ModuleType
@@ -70,18 +61,15 @@ def _module_ids(pynvml: types.ModuleType
         return {}, ('this pynvml has no nvmlDeviceGetModuleId; install '
                     'nvidia-ml-py 12.535 or later')
     try:
-        count = pynvml.nvmlDeviceGetCount()
+        gpus = nvml.devices(pynvml)
     except pynvml.NVMLError as exc:
         return {}, 'NVML cannot count GPUs: %s' % exc
     found = {}
-    for index in range(count):
+    for handle, address in gpus:
         try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            address = nvml.bus_id_address(
-                pynvml.nvmlDeviceGetPciInfo(handle).busId)
             module_id = int(pynvml.nvmlDeviceGetModuleId(handle))
         except (pynvml.NVMLError, ValueError) as exc:
-            LOG.debug('NVML GPU %d: no module ID: %s', index, exc)
+            LOG.debug('NVML GPU %s: no module ID: %s', address, exc)
             continue
         # Outside the range: no module to name (not an HGX board).
         if 1 <= module_id <= MAX_MODULE_ID:

@@ -20,6 +20,7 @@ driver: on a virtualization host they are usually bound to vfio-pci, so a
 missing or failing NVML is reported as a finding, never as an error.
 """
 
+from collections.abc import Iterator
 import contextlib
 import dataclasses
 import itertools
@@ -52,6 +53,47 @@ def bus_id_address(bus_id: bytes | str) -> str:
     return pci_address.normalize('%04x:%s' % (int(domain, 16), rest))
 
 
+class NvmlUnavailable(Exception):
+    """NVML cannot be asked here: not installed, or no NVIDIA driver."""
+
+
+@contextlib.contextmanager
+def session() -> Iterator[types.ModuleType]:
+    """pynvml, initialised for the block; raises NvmlUnavailable."""
+    try:
+        import pynvml
+    except ImportError as exc:
+        raise NvmlUnavailable(str(exc))
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise NvmlUnavailable(str(exc))
+    try:
+        yield pynvml
+    finally:
+        # A failed shutdown must not lose a finished answer.
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
+
+
+def devices(nvml: types.ModuleType) -> list[tuple[object, str]]:
+    """Handle and address of each GPU NVML sees; one it can't is skipped.
+
+    Raises ``nvml.NVMLError`` when NVML cannot count its GPUs.
+    """
+    found = []
+    for index in range(nvml.nvmlDeviceGetCount()):
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            address = bus_id_address(
+                nvml.nvmlDeviceGetPciInfo(handle).busId)
+        except (nvml.NVMLError, ValueError) as exc:
+            LOG.debug('NVML GPU %d skipped: %s', index, exc)
+            continue
+        found.append((handle, address))
+    return found
+
+
 class NvmlBackend(backends.TopologyBackend):
     """The sysfs topology with ``nvlink_pairs`` filled in from NVML."""
 
@@ -64,19 +106,10 @@ class NvmlBackend(backends.TopologyBackend):
         topology = sysfs.SysfsBackend(self.conf,
                                       self.read_config).discover()
         try:
-            import pynvml
-        except ImportError as exc:
+            with session() as pynvml:
+                pairs = _NvLinks(pynvml, topology).pairs()
+        except NvmlUnavailable as exc:
             return _add_finding(topology, NVML_UNAVAILABLE % exc)
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as exc:
-            return _add_finding(topology, NVML_UNAVAILABLE % exc)
-        try:
-            pairs = _NvLinks(pynvml, topology).pairs()
-        finally:
-            # A failed shutdown must not lose a finished discovery.
-            with contextlib.suppress(pynvml.NVMLError):
-                pynvml.nvmlShutdown()
         return dataclasses.replace(topology, nvlink_pairs=pairs)
 
 
@@ -119,23 +152,11 @@ class _NvLinks:
         return frozenset(pair for pair in pairs if pair <= known)
 
     def _devices(self) -> list[tuple[object, str]]:
-        nvml = self.nvml
         try:
-            count = nvml.nvmlDeviceGetCount()
-        except nvml.NVMLError as exc:
+            return devices(self.nvml)
+        except self.nvml.NVMLError as exc:
             LOG.debug('NVML cannot count GPUs: %s', exc)
             return []
-        devices = []
-        for index in range(count):
-            try:
-                handle = nvml.nvmlDeviceGetHandleByIndex(index)
-                address = bus_id_address(
-                    nvml.nvmlDeviceGetPciInfo(handle).busId)
-            except (nvml.NVMLError, ValueError) as exc:
-                LOG.debug('NVML GPU %d skipped: %s', index, exc)
-                continue
-            devices.append((handle, address))
-        return devices
 
     def _remote(self, handle: object, address: str,
                 link: int) -> tuple[str, bool] | None:
