@@ -31,6 +31,8 @@ from oslo_log import log as logging
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p.fabric import lifecycle
+from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.guest import metadata
 from nova_gpu_p2p.guest import nova_guest
 from nova_gpu_p2p.guest import plan as plan_mod
@@ -81,6 +83,10 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         super().__init__(virtapi, read_only=read_only)
         self._host_gpus: discovery.HostGPUs | None = None
         self._device_trait_problems: list[str] = []
+        self._partitions_seen: tuple = ()
+        self._fabric = lifecycle.Lifecycle(
+            lambda: nvfm.from_conf(CONF), self._fabric_partitions,
+            self._running_devices, native_thread.run)
         LOG.info('nova-gpu-p2p driver loaded: topology_backend=%s, '
                  'p2p_level=%s, acs_policy=%s',
                  CONF.gpu_p2p.topology_backend, CONF.gpu_p2p.p2p_level,
@@ -130,7 +136,78 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         enough, and keeps discovery off the boot path.
         """
         self.refresh_host_gpus()
+        self._fabric_quietly(self._fabric.reconcile)
         return super().get_available_resource(nodename)
+
+    def init_host(self, host):
+        """Nova's start-up, then Fabric Manager's partitions reconciled.
+
+        Stale ones are released before Nova restarts the servers of a
+        rebooted host, each of which activates its own as it starts.
+        """
+        super().init_host(host)
+        self._fabric_quietly(self._fabric.reconcile)
+
+    def _fabric_partitions(self) -> tuple:
+        """The host's Fabric Manager partitions (none without it).
+
+        While Fabric Manager is down, and discovery with it, the last
+        known: a board's partitions never change.
+        """
+        found = self.host_gpus.topology.fabric_partitions
+        if found:
+            self._partitions_seen = found
+        return self._partitions_seen
+
+    def _running_devices(self) -> dict[str, tuple[str, ...]]:
+        """Instance UUID -> host PCI addresses, of each running domain."""
+        return {guest.uuid: lifecycle.hostdev_addresses(guest.get_xml_desc())
+                for guest in self._host.list_guests(only_running=True)}
+
+    @staticmethod
+    def _fabric_quietly(call) -> None:
+        """Fabric Manager trouble is logged; nova-compute carries on."""
+        try:
+            call()
+        except Exception:
+            LOG.exception('GPU P2P: Fabric Manager partitions not '
+                          'reconciled')
+
+    def _create_guest(self, context, xml, instance, power_on=True,
+                      pause=False, post_xml_callback=None):
+        """Activate the instance's Fabric Manager partition, then start it.
+
+        On an HGX host the GPUs idle on the ``nvidia`` driver; Nova's
+        ``managed='yes'`` hostdevs have libvirt move them to vfio-pci as
+        the domain starts (and back as it stops), and Fabric Manager must
+        have their partition active by then (see
+        :mod:`nova_gpu_p2p.fabric.lifecycle`). A new build whose
+        partition cannot be activated goes to another host; an existing
+        server starts anyway, reported as without NVLink.
+        """
+        if not (power_on or pause) or not self._fabric_partitions():
+            return super()._create_guest(context, xml, instance,
+                                         power_on, pause, post_xml_callback)
+        new_build = nova_guest.is_new_build(instance)
+        required = _requires_clique(instance)
+        with self._fabric.starting(
+                instance.uuid, lifecycle.hostdev_addresses(xml),
+                exact_only=required and new_build) as activation:
+            outcome = activation.outcome(new_build, required)
+            if outcome.refusal is not None:
+                LOG.error('GPU P2P: %s', outcome.refusal, instance=instance)
+                raise HostCannotHonour(reason='GPU P2P: ' + outcome.refusal)
+            if outcome.lost is not None:
+                self._report_lost(context, instance, [outcome.lost])
+            if outcome.note is not None:
+                LOG.warning('GPU P2P: %s', outcome.note, instance=instance)
+            return super()._create_guest(context, xml, instance,
+                                         power_on, pause, post_xml_callback)
+
+    def _destroy(self, instance):
+        """Nova's destroy, then release what no running domain holds."""
+        super()._destroy(instance)
+        self._fabric_quietly(self._fabric.release)
 
     def _libvirt_version(self) -> tuple[int, int, int]:
         return limits.unpack(self._host.get_connection().getLibVersion())
@@ -292,6 +369,15 @@ def _record_event(context, instance, event: str, message: str) -> None:
     except Exception as exc:
         LOG.warning('GPU P2P: could not record instance action event %s: '
                     '%s', event, exc, instance=instance)
+
+
+def _requires_clique(instance) -> bool:
+    """Whether the flavor requires a clique (invalid: handled already)."""
+    try:
+        request = extra_specs.parse(instance.flavor.extra_specs)
+    except extra_specs.InvalidExtraSpec:
+        return False
+    return request.clique.mode is extra_specs.CliqueMode.REQUIRED
 
 
 def live_migration_refusal(instance) -> str | None:

@@ -36,6 +36,11 @@ HOOKS = {
                                       'dest_check_data',
                                       'block_device_info'),
     'update_provider_tree': ('provider_tree', 'nodename', 'allocations'),
+    # Fabric Manager partitions follow the domains.
+    'init_host': ('host',),
+    '_create_guest': ('context', 'xml', 'instance', 'power_on', 'pause',
+                      'post_xml_callback'),
+    '_destroy': ('instance',),
 }
 
 #: Nova callable we call, as ``module:qualified name`` -> the leading
@@ -43,6 +48,10 @@ HOOKS = {
 CALLABLES = {
     'nova.virt.libvirt.host:Host.get_connection': (),
     'nova.virt.libvirt.host:Host.get_capabilities': (),
+    'nova.virt.libvirt.host:Host.list_guests': ('only_running',),
+    'nova.virt.libvirt.guest:Guest.get_xml_desc': (),
+    # A property: present is all we can check.
+    'nova.virt.libvirt.guest:Guest.uuid': None,
     'nova.compute.provider_tree:ProviderTree.exists': ('name_or_uuid',),
     'nova.compute.provider_tree:ProviderTree.data': ('name_or_uuid',),
     'nova.compute.provider_tree:ProviderTree.add_traits': ('name_or_uuid',),

@@ -38,6 +38,7 @@ import contextlib
 import dataclasses
 from typing import Any
 
+from lxml import etree
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
@@ -64,6 +65,42 @@ class Activation:
     #: Why not every partition is active (Fabric Manager's status, or GPUs
     #: in no partition); None when all are.
     problem: str | None = None
+
+    def outcome(self, new_build: bool, required: bool) -> 'Outcome':
+        """What the driver does about it.
+
+        Issue 9's rule: only a new build is refused (another host may do);
+        an existing server starts, and what it lacks is reported.
+        """
+        if self.problem is not None:
+            if new_build:
+                return Outcome(refusal=self.problem)
+            return Outcome(lost='no NVLink, and maybe no CUDA: %s'
+                           % self.problem)
+        if len(self.gpus) > 1 and not self.nvlink:
+            note = ('GPUs %s are not one Fabric Manager partition: each got '
+                    'its 1-GPU partition, so CUDA works without NVLink '
+                    'between them' % ', '.join(self.gpus))
+            return Outcome(lost=note) if required else Outcome(note=note)
+        return Outcome()
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """At most one of: refuse the new build, report the loss, warn."""
+
+    refusal: str | None = None
+    lost: str | None = None
+    note: str | None = None
+
+
+def hostdev_addresses(xml: str) -> tuple[str, ...]:
+    """The host PCI addresses of a libvirt domain XML's PCI hostdevs."""
+    return tuple(
+        '%04x:%02x:%02x.%x' % tuple(int(address.get(part), 16) for part in (
+            'domain', 'bus', 'slot', 'function'))
+        for address in etree.fromstring(xml).iterfind(
+            "./devices/hostdev[@type='pci']/source/address"))
 
 
 def _direct(func: Callable[..., Any], *args: Any) -> Any:

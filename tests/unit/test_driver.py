@@ -12,6 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import functools
 import json
 import logging
 import types
@@ -33,6 +34,7 @@ import testtools
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import driver
+from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p import limits
 from nova_gpu_p2p import nova_hooks
@@ -40,6 +42,8 @@ from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
+from tests.fixtures import fake_fm
+from tests.fixtures import hosts
 from tests.unit import test_corpus
 from tests.unit import test_traits as t
 
@@ -78,6 +82,15 @@ class TestLoadThroughNova(testtools.TestCase):
 GPU_A = '0000:03:00.0'
 GPU_B = '0000:04:00.0'
 GPU_C = '0000:81:00.0'
+#: The stand-in Fabric Manager's H100 board on the HGX corpus host.
+PARTITIONS, _ = partitions.to_addresses(fake_fm.H100_PARTITIONS.items(),
+                                        hosts.HGX_MODULES)
+REQUIRED = {'hw:gpu_p2p_clique': 'required'}
+
+
+def hgx(*modules: int) -> tuple[str, ...]:
+    """The HGX corpus host's GPUs of these modules."""
+    return tuple(hosts.HGX_MODULES[m] for m in modules)
 
 
 def _gpu(address, numa, rc):
@@ -788,21 +801,8 @@ class TestNovaHooksWithProviderTree(testtools.TestCase):
                          nova_hooks.HOOKS['update_provider_tree'])
 
     def test_update_provider_tree_without_allocations_refused(self):
-        class Old:
-            def get_available_resource(self, nodename):
-                pass
-
-            def _get_guest_config(self, instance, network_info, image_meta,
-                                  disk_info, rescue=None,
-                                  block_device_info=None, context=None):
-                pass
-
+        class Old(libvirt_driver.LibvirtDriver):
             def update_provider_tree(self, provider_tree, nodename):
-                pass
-
-            def check_can_live_migrate_source(self, context, instance,
-                                              dest_check_data,
-                                              block_device_info=None):
                 pass
 
         exc = self.assertRaises(nova_hooks.IncompatibleNova,
@@ -840,3 +840,170 @@ class TestNovaHooksWithProviderTree(testtools.TestCase):
                                 driver.GPUP2PLibvirtDriver, None)
         self.assertIn('update_provider_tree takes (provider_tree, nodename)',
                       str(exc))
+
+
+def domain_xml(*addresses: str) -> str:
+    """A libvirt domain XML with these PCI hostdevs, as Nova writes them."""
+    hostdevs = ''.join(
+        "<hostdev mode='subsystem' type='pci' managed='yes'><source>"
+        "<address domain='0x%s' bus='0x%s' slot='0x%s' function='0x%s'/>"
+        "</source></hostdev>" % tuple(address.replace('.', ':').split(':'))
+        for address in addresses)
+    return "<domain type='kvm'><devices>%s</devices></domain>" % hostdevs
+
+
+class TestFabricManagerLifecycle(testtools.TestCase):
+    """Partitions follow the domains, with the stand-in Fabric Manager."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(nova_conf.CONF))
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        self.conf.config(compute_driver='gpu_p2p.GPUP2PLibvirtDriver')
+        self.fm = fake_fm.FakeFM(self.useFixture(fixtures.TempDir()).path)
+        self.conf.config(fabric_manager_address=self.fm.address,
+                         fabric_manager_library=fake_fm.library(),
+                         group='gpu_p2p')
+        self.driver = virt_driver.load_compute_driver(None)
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=model.HostTopology(functions={},
+                                        fabric_partitions=PARTITIONS),
+            cliques=cliques.Cliques(groups=(), ids={}))
+        self.running = {}
+        self.useFixture(fixtures.MockPatchObject(
+            self.driver._host, 'list_guests', lambda only_running: [
+                types.SimpleNamespace(uuid=uuid,
+                                      get_xml_desc=functools.partial(
+                                          domain_xml, *addresses))
+                for uuid, addresses in self.running.items()]))
+        self.active_at_start = []
+        self.nova = self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, '_create_guest',
+            side_effect=lambda *args: self.active_at_start.append(
+                self.fm.active()) or 'guest')).mock
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='nova_gpu_p2p', level=logging.INFO))
+
+    def create(self, *modules, vm_state='building', power_on=True,
+               **extra_specs):
+        instance = types.SimpleNamespace(
+            uuid=uuids.instance, vm_state=vm_state,
+            flavor=types.SimpleNamespace(extra_specs=extra_specs))
+        return self.driver._create_guest(
+            None, domain_xml(*hgx(*modules)), instance, power_on=power_on)
+
+    def warnings(self, text):
+        return [line for line in self.log.output.splitlines()
+                if text in line]
+
+    def test_partition_active_before_the_domain_starts(self):
+        self.assertEqual('guest', self.create(1, 3, **REQUIRED))
+        self.assertEqual([{3}], self.active_at_start)
+        self.nova.assert_called_once_with(
+            None, domain_xml(*hgx(1, 3)), mock.ANY, True, False, None)
+
+    def test_one_gpu_gets_its_partition(self):
+        self.create(5, **REQUIRED)
+        self.assertEqual([{11}], self.active_at_start)
+
+    def test_not_powered_on_activates_nothing(self):
+        self.create(1, 3, power_on=False)
+        self.assertEqual([], self.fm.calls())
+
+    def test_host_without_partitions_untouched(self):
+        self.driver._host_gpus = _host_gpus()
+        self.create(1, 3, **REQUIRED)
+        self.assertEqual([], self.fm.calls())
+        self.nova.assert_called_once()
+
+    def test_new_build_rescheduled_when_fm_down(self):
+        self.fm.down()
+        exc = self.assertRaises(driver.HostCannotHonour, self.create,
+                                1, 3, **REQUIRED)
+        self.assertIn('Fabric Manager partition(s) 3 (GPUs %s, %s) not '
+                      'activated' % hgx(3, 1), str(exc))
+        self.assertIn('FM_ST_CONNECTION_NOT_VALID', str(exc))
+        self.nova.assert_not_called()
+
+    def test_new_build_rescheduled_on_stale_partition(self):
+        self.fm.force_active(1)
+        exc = self.assertRaises(driver.HostCannotHonour, self.create, 1, 3)
+        self.assertIn('FM_ST_IN_USE', str(exc))
+        self.nova.assert_not_called()
+
+    def test_required_new_build_not_one_partition_rescheduled(self):
+        exc = self.assertRaises(driver.HostCannotHonour, self.create,
+                                2, 3, **REQUIRED)
+        self.assertIn('are not one Fabric Manager partition', str(exc))
+        self.assertEqual([], self.fm.calls())
+
+    def test_existing_server_starts_with_one_warning(self):
+        self.fm.down()
+        self.assertEqual('guest', self.create(1, 3, vm_state='active',
+                                              **REQUIRED))
+        lost = self.warnings('keeps running without')
+        self.assertEqual(1, len(lost), self.log.output)
+        self.assertIn('no NVLink, and maybe no CUDA: Fabric Manager '
+                      'partition(s) 3', lost[0])
+
+    def test_existing_required_server_not_one_partition(self):
+        self.create(2, 3, vm_state='stopped', **REQUIRED)
+        self.assertEqual([{8, 9}], self.active_at_start)
+        self.assertEqual(1, len(self.warnings('keeps running without')))
+
+    def test_other_flavor_not_one_partition_gets_one_gpu_partitions(self):
+        self.create(2, 3)
+        self.assertEqual([{8, 9}], self.active_at_start)
+        self.assertEqual(1, len(self.warnings(
+            'are not one Fabric Manager partition: each got its 1-GPU '
+            'partition, so CUDA works without NVLink between them')))
+
+    def test_last_known_partitions_while_discovery_fails(self):
+        self.create(5)
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=model.HostTopology(functions={}),
+            cliques=cliques.Cliques(groups=(), ids={}), error='FM down')
+        self.fm.down()
+        self.assertRaises(driver.HostCannotHonour, self.create, 1, 3)
+
+    def test_destroy_releases_what_no_domain_holds(self):
+        self.running = {'a': hgx(5, 7)}
+        self.fm.force_active(3, 5)
+        with mock.patch.object(libvirt_driver.LibvirtDriver,
+                               '_destroy') as nova_destroy:
+            self.driver._destroy('instance')
+        nova_destroy.assert_called_once_with('instance')
+        self.assertEqual({5}, self.fm.active())
+
+    def test_init_host_reconciles(self):
+        self.running = {'a': hgx(1, 3)}
+        self.fm.restart()
+        with mock.patch.object(libvirt_driver.LibvirtDriver,
+                               'init_host') as nova_init:
+            self.driver.init_host('host1')
+        nova_init.assert_called_once_with('host1')
+        self.assertEqual({3}, self.fm.active())
+
+    def test_periodic_update_reconciles(self):
+        self.fm.force_active(0)
+        self.useFixture(fixtures.MockPatchObject(
+            self.driver, 'refresh_host_gpus'))
+        with mock.patch.object(libvirt_driver.LibvirtDriver,
+                               'get_available_resource',
+                               return_value='resources'):
+            self.assertEqual('resources',
+                             self.driver.get_available_resource('node'))
+        self.assertEqual(set(), self.fm.active())
+
+    def test_reconcile_never_raises(self):
+        def broken(only_running):
+            raise RuntimeError('libvirt went away')
+
+        self.useFixture(fixtures.MockPatchObject(
+            self.driver._host, 'list_guests', broken))
+        with mock.patch.object(libvirt_driver.LibvirtDriver, 'init_host'):
+            self.driver.init_host('host1')
+        self.assertIn('Fabric Manager partitions not reconciled',
+                      self.log.output)
+        # And a start still goes ahead, for an existing server.
+        self.assertEqual('guest', self.create(1, 3, vm_state='active'))

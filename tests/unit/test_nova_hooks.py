@@ -161,6 +161,17 @@ def _callable_test(path: str):
     return test
 
 
+def _hook_test(name: str, expected: tuple[str, ...]):
+    def test(self):
+        changed = type('Changed', (libvirt_driver.LibvirtDriver,),
+                       {name: lambda self, other: None})
+        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+                                nova_hooks.check, changed)
+        self.assertIn('Changed.%s takes (other), expected (%s)'
+                      % (name, ', '.join(expected)), str(exc))
+    return test
+
+
 def _field_test(class_name: str, field: str):
     def test(self):
         self._patch_init_without(getattr(vconfig, class_name), field)
@@ -201,6 +212,8 @@ def _option_test(group: str, name: str):
     return test
 
 
+for _hook, _expected in nova_hooks.HOOKS.items():
+    _add('test_changed_hook_' + _slug(_hook), _hook_test(_hook, _expected))
 for _path in nova_hooks.CALLABLES:
     _add('test_missing_' + _slug(_path), _callable_test(_path))
 for _class_name, _fields in nova_hooks.CONFIG_FIELDS.items():
