@@ -33,9 +33,23 @@ that alone, and the servers' GPUs as Nova claimed them, it scores:
 
 Pure functions over addresses; the host's truth is its partitions
 (:class:`nova_gpu_p2p.topology.model.FabricPartition`).
+
+The strategies (:data:`STRATEGIES`) differ in which GPUs Nova gives a
+server and in which partitions are active. The benchmark measures two
+clouds: Nova as it is (its scheduler's GPUs; its driver never calls
+Fabric Manager) and ours (our filter's GPUs; the partitions the driver
+activated, read from Fabric Manager). The QEMU wrapper and the KubeVirt
+sidecar recipe change only the guest's XML or QEMU command line, so on
+an HGX board they are Nova's GPUs with nothing active. Two operator
+workarounds on Nova's GPUs are computed, not measured: the whole-board
+partition activated once by hand, and a hook that activates each server's
+partition (:func:`nova_gpu_p2p.fabric.partitions.for_instance`, the rule
+our driver follows) before its domain starts.
 """
 
+from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Mapping
 from collections.abc import Sequence
 import itertools
 
@@ -79,3 +93,65 @@ def score(servers: Sequence[Sequence[str]],
         'cuda_ready': decision_quality.Share(
             sum(gpu in in_active for gpu in gpus), len(gpus)),
     }
+
+
+def whole_board(partitions: Sequence[model.FabricPartition],
+                servers: Sequence[Sequence[str]],
+                measured: Iterable[int]) -> frozenset[int]:
+    """An operator's one-off activation: the partition of the whole board."""
+    return frozenset({max(partitions, key=lambda p: len(p.gpus)).id})
+
+
+def per_server_hook(partitions: Sequence[model.FabricPartition],
+                    servers: Sequence[Sequence[str]],
+                    measured: Iterable[int]) -> frozenset[int]:
+    """A hook's activations: each server's partition, or its 1-GPU ones."""
+    return frozenset(partition_id for gpus in servers
+                     for partition_id in fabric_partitions.for_instance(
+                         partitions, gpus).ids)
+
+
+def as_measured(partitions: Sequence[model.FabricPartition],
+                servers: Sequence[Sequence[str]],
+                measured: Iterable[int]) -> frozenset[int]:
+    """What Fabric Manager said was active."""
+    return frozenset(measured)
+
+
+Active = Callable[[Sequence[model.FabricPartition], Sequence[Sequence[str]],
+                   Iterable[int]], frozenset[int]]
+#: Strategy -> (whose cloud's GPUs: ours or Nova's, what is active).
+STRATEGIES: dict[str, tuple[bool, Active]] = {
+    'stock': (False, as_measured),
+    'wrapper': (False, as_measured),
+    'sidecar': (False, as_measured),
+    'stock + whole board by hand': (False, whole_board),
+    'stock + per-server hook': (False, per_server_hook),
+    'ours': (True, as_measured),
+}
+
+
+def pooled(records: Iterable[Mapping],
+           partitions: Sequence[model.FabricPartition]
+           ) -> dict[str, dict[str, decision_quality.Share]]:
+    """Each strategy's metrics over the benchmark's sequences.
+
+    :param records: one per sequence and cloud: ``ours`` (which cloud),
+        ``servers`` (each server's GPUs) and ``active`` (the partition
+        IDs Fabric Manager had active after the boots).
+    """
+    records = list(records)
+    found = {}
+    for name, (ours, active) in STRATEGIES.items():
+        totals = {metric: [0, 0] for metric in METRICS}
+        for record in records:
+            if record['ours'] != ours:
+                continue
+            shares = score(record['servers'], partitions, active(
+                partitions, record['servers'], record['active']))
+            for metric, share in shares.items():
+                totals[metric][0] += share.hits
+                totals[metric][1] += share.total
+        found[name] = {metric: decision_quality.Share(*totals[metric])
+                       for metric in METRICS}
+    return found

@@ -77,3 +77,45 @@ class TestScore(testtools.TestCase):
         self.assertEqual(set(fabric_quality.METRICS), set(found))
         self.assertLessEqual(fabric_quality.GOAL_NONE,
                              set(fabric_quality.METRICS))
+
+
+class TestStrategies(testtools.TestCase):
+    """Nova's GPUs (PCI order) against ours, pooled over two sequences."""
+
+    RECORDS = [
+        {'ours': False, 'servers': [PCI_ORDER, HALF_2], 'active': []},
+        {'ours': True, 'servers': [PAIR_13, HALF_2], 'active': [3, 2]},
+        {'ours': False, 'servers': [PAIR_13], 'active': []},
+        {'ours': True, 'servers': [PAIR_24], 'active': [4]},
+    ]
+
+    def test_whole_board_is_the_largest_partition(self):
+        self.assertEqual({WHOLE_BOARD}, fabric_quality.whole_board(
+            BOARD, [PCI_ORDER], []))
+
+    def test_hook_activates_each_servers_partition_or_its_singles(self):
+        singles = {p.id for p in BOARD if p.gpus[0] in PCI_ORDER
+                   and len(p.gpus) == 1}
+        self.assertEqual({3, 2} | singles, fabric_quality.per_server_hook(
+            BOARD, [PCI_ORDER, PAIR_13, HALF_2], [9]))
+
+    def test_pooled(self):
+        found = {name: {metric: (share.hits, share.total)
+                        for metric, share in metrics.items()}
+                 for name, metrics in fabric_quality.pooled(
+                     self.RECORDS, BOARD).items()}
+        self.assertEqual(set(fabric_quality.STRATEGIES), set(found))
+        for name in ('stock', 'wrapper', 'sidecar'):
+            self.assertEqual({'nvlink_pairs': (0, 8),
+                              'one_partition': (2, 3),
+                              'cross_tenant': (0, 8),
+                              'cuda_ready': (0, 8)}, found[name])
+        self.assertEqual({'nvlink_pairs': (8, 8), 'one_partition': (2, 3),
+                          'cross_tenant': (8, 8), 'cuda_ready': (8, 8)},
+                         found['stock + whole board by hand'])
+        self.assertEqual({'nvlink_pairs': (7, 8), 'one_partition': (2, 3),
+                          'cross_tenant': (0, 8), 'cuda_ready': (8, 8)},
+                         found['stock + per-server hook'])
+        self.assertEqual({'nvlink_pairs': (8, 8), 'one_partition': (3, 3),
+                          'cross_tenant': (0, 8), 'cuda_ready': (8, 8)},
+                         found['ours'])
