@@ -22,9 +22,15 @@ hands what it found to :attr:`HGXCloud.sink`, which the tool prints.
 The host is the corpus' ``hgx-8gpu-nvswitch-2numa`` PCI tree (eight H100s
 and four NICs under two root complexes, one per NUMA node, and four
 NVSwitches). Its PCI tree alone puts the GPUs of different NUMA nodes at
-``SYS``, so the driver uses the ``nvml`` backend, whose NVML is simulated
-here: every GPU reports its NVLinks to the host's NVSwitches, as on HGX
-boards, and that makes the eight one clique.
+``SYS``, so the driver uses the ``fabricmanager`` backend: NVIDIA Fabric
+Manager's partitions, from the stand-in ``libnvfm.so.1``
+(:mod:`tests.fixtures.fake_fm`, an H100 board), give NVLink within each
+partition, and the whole-board partition makes the eight one clique. FM
+names GPUs by module ID, which the backend reads through NVML, simulated
+here (:class:`FakeNvml`, modules not in PCI order as on HGX boards). The
+driver activates the server's partition before libvirt starts its domain;
+:func:`fake_fabric.record_starts` notes where in FM's call log each start
+fell.
 """
 
 from collections.abc import Callable
@@ -46,10 +52,12 @@ from nova import objects
 from nova.virt.libvirt import blockinfo
 from nova.virt.libvirt import driver as libvirt_driver
 
+from harness import fake_fabric
 from harness import nova_cloud as base
 from harness import pci_xml
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import driver as gpu_driver
+from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import qemu_override
@@ -67,13 +75,15 @@ EXTRA_SPECS = {
 CONF = nova_conf.CONF
 #: Shown by the tools: which topology backend decides the cliques, and how.
 BACKEND_NOTE = (
-    'nvml: the PCI tree, NUMA nodes and NICs come from the host\'s sysfs '
-    '(the corpus tree); NVLink comes from NVML, simulated here: each H100 '
-    'reports its 18 NVLinks to the host\'s 4 NVSwitches, as on HGX boards, '
-    'so all 8 GPUs reach each other over the switch fabric (link class NV). '
-    'A real NVML sees only GPUs bound to the NVIDIA driver; on a host with '
-    'GPUs bound to vfio-pci, use the static backend with a matrix captured '
-    'before binding.')
+    'fabricmanager: the PCI tree, NUMA nodes and NICs come from the host\'s '
+    'sysfs (the corpus tree); NVLink comes from NVIDIA Fabric Manager\'s '
+    'partitions (shared NVSwitch mode), here a stand-in libnvfm.so.1 built '
+    'from tests/fixtures/nvfm with an H100 board\'s partitions: GPUs of one '
+    'partition reach each other over the NVSwitches (link class NV), and '
+    'the whole-board partition holds all 8. Fabric Manager names GPUs by '
+    'module ID, which NVML (simulated here) tells while a GPU is on the '
+    'nvidia driver; the backend keeps the answers in [gpu_p2p] '
+    'module_id_file for the GPU\'s time on vfio-pci.')
 #: H100 SXM: 18 NVLinks, 5 + 4 + 4 + 5 of them to the four NVSwitches.
 NVLINKS_PER_SWITCH = (5, 4, 4, 5)
 
@@ -144,6 +154,9 @@ class FakeNvml(types.ModuleType):
                                             link: int) -> int:
         return self.NVML_NVLINK_DEVICE_TYPE_SWITCH
 
+    def nvmlDeviceGetModuleId(self, handle: str) -> int:
+        return fake_fabric.MODULE_IDS[handle]
+
 
 @dataclasses.dataclass
 class Found:
@@ -168,6 +181,15 @@ class Found:
     timings: dict | None = None
     #: Our functions by cumulative time, when the bench profiled them.
     hotspots: list[dict] | None = None
+    #: Fabric Manager's call log, one ``<call> [<argument>] <status>`` a
+    #: line, and where libvirt started the server's domain in it.
+    fm_calls: list[str] = dataclasses.field(default_factory=list)
+    domain_starts: list[int] = dataclasses.field(default_factory=list)
+    #: Partition IDs Fabric Manager has active now.
+    fm_active: set[int] = dataclasses.field(default_factory=set)
+    #: GPU address -> HGX module ID, as the backend kept them in
+    #: ``[gpu_p2p] module_id_file``.
+    module_ids: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def cliques(xml: etree._Element) -> dict[str, int]:
@@ -374,7 +396,8 @@ class HGXCloud(base.GPUHostsTestBase):
 
     def setUp(self) -> None:
         super().setUp()
-        self.flags(topology_backend='nvml', group='gpu_p2p')
+        self.fm = fake_fabric.fabric_manager(self)
+        self.domain_starts = fake_fabric.record_starts(self, self.fm)
         # The backend imports pynvml at every discovery.
         patcher = mock.patch.dict(sys.modules, {'pynvml': FakeNvml()})
         patcher.start()
@@ -405,7 +428,10 @@ class HGXCloud(base.GPUHostsTestBase):
             versions=(drv._host.get_connection().getLibVersion(),
                       drv._host.get_connection().getVersion()),
             options={opt.dest: CONF.gpu_p2p[opt.dest]
-                     for _, opts in conf.list_opts() for opt in opts})
+                     for _, opts in conf.list_opts() for opt in opts},
+            fm_calls=self.fm.calls(), domain_starts=list(self.domain_starts),
+            fm_active=self.fm.active(),
+            module_ids=module_ids.load(CONF.gpu_p2p.module_id_file)[0])
 
     def demo(self) -> None:
         """The server is ACTIVE (setUp waited): report what was built."""

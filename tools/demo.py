@@ -16,13 +16,16 @@
 
 Nova's API, conductor, scheduler, placement and nova-compute run in this
 process, nova-compute with our driver over Nova's libvirt test double
-(libvirt 10.0, QEMU 8.2). The built-in host is HGX-like: eight H100s on
-NVSwitches, four NICs beside them, two NUMA nodes. One server gets all
-eight GPUs, the four NICs and two NUMA cells; the demo prints the nova.conf
-line that loads the driver, the cliques, the expander-bus layout, the vCPU
-pinning and the NCCL topology the guest agent writes inside that guest,
-and writes the domain XML Nova defined to a file (``--xml``).
-Exits non-zero when the server does not go ACTIVE.
+(libvirt 10.0, QEMU 8.2). The built-in host is an HGX board: eight H100s
+on NVSwitches run by NVIDIA Fabric Manager (a stand-in library), four
+NICs beside them, two NUMA nodes. One server gets all eight GPUs, the
+four NICs and two NUMA cells; the demo prints the nova.conf line that
+loads the driver, the board's Fabric Manager partitions, the partition
+the driver activated for the server before libvirt started it, the
+cliques, the expander-bus layout, the vCPU pinning and the NCCL topology
+the guest agent writes inside that guest, and writes the domain XML Nova
+defined to a file (``--xml``). Exits non-zero when the server does not go
+ACTIVE.
 """
 
 import argparse
@@ -42,6 +45,8 @@ from oslo_utils import versionutils  # noqa: E402
 
 from harness import cloud_runner  # noqa: E402
 cloud_runner.patch_first()
+from harness import pci_xml  # noqa: E402
+from nova_gpu_p2p.fabric import nvfm  # noqa: E402
 from nova_gpu_p2p.guest import topology_description  # noqa: E402
 from nova_gpu_p2p.guest_agent import cli  # noqa: E402
 from tests.fixtures import guest_sysfs  # noqa: E402
@@ -80,13 +85,17 @@ def report(found, xml_path: str = DEFAULT_XML) -> None:
     _title('Host %s (corpus host %s): libvirt %s, QEMU %s' % (
         demo_cloud.HOSTNAME, demo_cloud.CORPUS_HOST, libvirt, qemu))
     print('Topology backend: %s' % demo_cloud.BACKEND_NOTE)
-    print('\n  %-14s %-6s %-5s %-12s %s' % ('GPU', 'device', 'NUMA',
-                                            'root complex', 'host clique'))
+    modules = found.module_ids
+    print('\n  %-14s %-6s %-5s %-12s %-11s %s' % (
+        'GPU', 'device', 'NUMA', 'root complex', 'host clique', 'module'))
     for gpu in topology.gpus():
         clique = found.host_cliques.get(gpu.address)
-        print('  %-14s %-6s %-5s %-12s %s' % (
+        print('  %-14s %-6s %-5s %-12s %-11s %s' % (
             gpu.address, '%04x' % gpu.device, gpu.numa_node,
-            gpu.root_complex, '-' if clique is None else clique))
+            gpu.root_complex, '-' if clique is None else clique,
+            modules.get(gpu.address, '?')))
+    print('  (module: the HGX module ID, which names the GPU to Fabric '
+          'Manager, as the backend kept it in [gpu_p2p] module_id_file)')
     print('\n  %-14s %-6s %-5s %s' % ('NIC', 'device', 'NUMA',
                                       'root complex'))
     for nic in sorted((f for f in topology.functions.values() if f.is_nic),
@@ -104,6 +113,8 @@ def report(found, xml_path: str = DEFAULT_XML) -> None:
           'sysfs tree has the real machine\'s.)' % sum(
               len(cpus) for cpus in found.host_node_cpus.values()))
 
+    _partitions(found, modules)
+
     _title('Flavor extra specs')
     for key, value in sorted(found.extra_specs.items()):
         print('  %s=%s' % (key, value))
@@ -118,6 +129,8 @@ def report(found, xml_path: str = DEFAULT_XML) -> None:
     server = found.server
     _title('Server %s: %s on %s' % (server['id'], server['status'],
                                     server['OS-EXT-SRV-ATTR:host']))
+
+    _activation(found, modules)
 
     xml = found.xml
     _title('Cliques per GPU (<qemu:override> x-nv-gpudirect-clique)')
@@ -178,6 +191,59 @@ def report(found, xml_path: str = DEFAULT_XML) -> None:
         with open(xml_path, 'w', encoding='utf-8') as out:
             out.write(text)
         print('  %d lines written to %s' % (text.count('\n'), xml_path))
+
+
+def _modules(gpus, modules: dict[str, int]) -> str:
+    return ','.join(str(m) for m in sorted(modules.get(g, 0) for g in gpus))
+
+
+def _partitions(found, modules: dict[str, int]) -> None:
+    """The board's partitions by module ID, as the backend read them."""
+    _title('Fabric Manager partitions (shared NVSwitch mode; [gpu_p2p] '
+           'fabric_manager_address is the stand-in\'s %s)' % os.path.basename(
+               found.options['fabric_manager_address']))
+    print('  %-9s %-5s %-17s %s' % (
+        'partition', 'GPUs', 'modules', 'active after the boot'))
+    for partition in found.topology.fabric_partitions:
+        print('  %-9d %-5d %-17s %s' % (
+            partition.id, len(partition.gpus),
+            _modules(partition.gpus, modules),
+            'yes' if partition.id in found.fm_active else '-'))
+    print('  (GPUs of one partition of 2+ reach each other over NVLink; '
+          'a server\'s GPUs get it only when they are exactly one '
+          'partition, active for it)')
+
+
+def _call(line: str) -> str:
+    """``fmActivateFabricPartition 0 0`` -> ``...(0): FM_ST_SUCCESS``."""
+    words = line.split()
+    status = int(words[-1])
+    return '%s(%s): %s' % (words[0], ', '.join(words[1:-1]),
+                           nvfm.STATUS_NAMES.get(status, status))
+
+
+def _activation(found, modules: dict[str, int]) -> None:
+    """The partition calls, and where libvirt started the domain."""
+    gpus = {gpu.address for gpu in found.topology.gpus()}
+    server_gpus = sorted(address for _, address in pci_xml.passthrough(
+        found.xml) if address in gpus)
+    _title('Partition activation: Fabric Manager\'s calls, in order')
+    print('  the server\'s GPUs: modules %s' % _modules(server_gpus, modules))
+    starts = set(found.domain_starts)
+    reads = 0
+    for index, line in enumerate(found.fm_calls + [None]):
+        if index in starts:
+            print('  -- libvirt starts the server\'s domain --')
+        if line is None:
+            break
+        if line.startswith(('fmActivate', 'fmDeactivate', 'fmSetActivated')):
+            print('  %s' % _call(line))
+        elif line.startswith('fmGetSupportedFabricPartitions'):
+            reads += 1
+    print('  active now: %s; and %d fmGetSupportedFabricPartitions reads '
+          '(discovery)' % (
+              ', '.join('partition %d' % i for i in sorted(found.fm_active))
+              or 'none', reads))
 
 
 def _agent_output(xml) -> str:

@@ -59,10 +59,19 @@ class DemoReportTest(demo_cloud.HGXCloud):
                       importutils.import_class('nova.virt.' + value))
 
         self.assertEqual(
-            ['Host', 'Flavor', 'Server', 'Cliques', 'PCIe', 'vCPU',
-             'Inside', 'Domain'],
+            ['Host', 'Fabric', 'Flavor', 'Server', 'Partition', 'Cliques',
+             'PCIe', 'vCPU', 'Inside', 'Domain'],
             re.findall(r'^== (\w+)', text, re.M))
         self.assertIn('-> 8 GPU(s) in 1 clique(s)', text)
+        # Fabric Manager: module IDs not in PCI order, the board's
+        # partitions, and the whole board activated before libvirt started
+        # the server's domain.
+        self.assertRegex(text, r'\n  0000:08:00\.0 .* 1\n')
+        self.assertRegex(text, r'\n  3 +2 +1,3 +-\n')
+        self.assertRegex(text, r'\n  0 +8 +1,2,3,4,5,6,7,8 +yes\n')
+        self.assertIn("  fmActivateFabricPartition(0): FM_ST_SUCCESS\n"
+                      "  -- libvirt starts the server's domain --\n"
+                      "  active now: partition 0;", text)
         self.assertNotIn('<domain', text)
         with open(path, encoding='utf-8') as xml:
             written = xml.read()
