@@ -143,6 +143,7 @@ def gather(conf: typing.Any, config_path: str,
 
 
 def check_mode(facts: FabricFacts) -> result.Check:
+    """The mode decides everything else: it must fit the backend."""
     subject = 'Fabric Manager mode'
     config, mode = facts.config, facts.config.mode
     whole = ('nova-gpu-p2p flavor --whole-board gives its flavor and PCI '
@@ -187,6 +188,7 @@ def check_mode(facts: FabricFacts) -> result.Check:
 
 
 def check_reachable(facts: FabricFacts) -> result.Check:
+    """Without Fabric Manager no partition, so no GPU server, starts."""
     subject = 'Fabric Manager'
     state = facts.state
     if state.error is None:
