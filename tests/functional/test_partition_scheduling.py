@@ -1,0 +1,102 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``required`` flavors onto Fabric Manager partitions, with Nova.
+
+The HGX corpus host's GPU entries in ``[pci] device_spec`` carry the
+partitions of the stand-in's H100 board, by module ID
+(:data:`tests.fixtures.hosts.HGX_MODULES`, not PCI order), as
+``topology --device-spec`` prints them. The compute finds the GPUs in
+sysfs at ``p2p_level = SYS``, one clique of eight, so it takes any GPUs it
+is given: only the scheduler's partition rule keeps a server on one
+partition. Candidates come in PCI address order
+(:mod:`tests.functional.test_clique_scheduling`), where Nova's first pair,
+``0000:03:00.0`` and ``0000:04:00.0`` (modules 2 and 3), is no partition.
+"""
+
+import fixtures
+
+from nova_gpu_p2p import device_spec
+from nova_gpu_p2p.fabric import partitions
+from tests.fixtures import fake_fm
+from tests.fixtures import hosts
+from tests.functional import test_clique_scheduling as clique_tests
+
+HGX_HOST = 'hgx-8gpu-nvswitch-2numa'
+PARTITIONS, _ = partitions.to_addresses(fake_fm.H100_PARTITIONS.items(),
+                                        hosts.HGX_MODULES)
+
+
+def gpus_of(*modules: int) -> tuple[str, ...]:
+    """The PCI addresses of these modules, in address order."""
+    return tuple(sorted(hosts.HGX_MODULES[m] for m in modules))
+
+
+def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
+    """Each GPU's entry with its clique and partitions."""
+    sizes = device_spec.partition_sizes(PARTITIONS)
+    return [device_spec.entry(address, clique_id,
+                              sizes.get(address, {})).partition(' = ')[2]
+            for address, clique_id in sorted(clique_ids.items())
+            if clique_id is not None]
+
+
+class _PartitionSchedulingBase(clique_tests._CliqueSchedulingBase):
+    """One HGX compute, GPUs in placement, our filter and weigher."""
+
+    def setUp(self):
+        super().setUp()
+        # Read when the compute starts and on each of its updates.
+        self.useFixture(fixtures.MockPatch(
+            'tests.functional.test_clique_scheduling.device_spec_values',
+            device_spec_values))
+        self.flags(p2p_level='SYS', group='gpu_p2p')
+        self.start_gpu_compute('host1', HGX_HOST,
+                               gpu_p2p_options={'p2p_level': 'SYS'})
+
+
+class PartitionsTest(_PartitionSchedulingBase):
+
+    def test_pairs_fill_a_half_then_four_take_the_other(self):
+        pair = self.flavor(2)
+        self.assertEqual(gpus_of(1, 3), self.gpus(self.boot_settled(pair)))
+        # Best fit: the half already in use, not the free one.
+        self.assertEqual(gpus_of(2, 4), self.gpus(self.boot_settled(pair)))
+        self.assertEqual(gpus_of(5, 6, 7, 8),
+                         self.gpus(self.boot_settled(self.flavor(4))))
+        self.assert_not_rescheduled()
+
+    def test_free_part_of_a_half_is_no_pair(self):
+        # Nova's order: modules 2 and 3 for two servers of one GPU.
+        one = self.flavor(1, None)
+        for module in (2, 3):
+            self.assertEqual(gpus_of(module),
+                             self.gpus(self.boot_settled(one)))
+        # Modules 1 and 4 are free but no partition of their own.
+        self.assertEqual(gpus_of(5, 7),
+                         self.gpus(self.boot_settled(self.flavor(2))))
+        self.assert_not_rescheduled()
+
+    def test_whole_board(self):
+        # Every candidate for all eight GPUs is the board: a few are as
+        # good as its 8! orderings, which placement would otherwise build
+        # from 8^8 combinations and Nova judge one by one.
+        self.placement_fixture.conf_fixture.config(
+            group='placement', max_allocation_candidates=20,
+            allocation_candidates_generation_strategy='depth-first')
+        board = self.gpu_flavor(8, numa_nodes=2, vcpus=2, extra_specs={
+            clique_tests.layout.CLIQUE_KEY: 'required'})
+        self.assertEqual(gpus_of(*range(1, 9)),
+                         self.gpus(self.boot_settled(board)))
+        self.assert_not_rescheduled()
