@@ -1,0 +1,202 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Fabric Manager partitions follow the servers on an HGX host, with Nova.
+
+The HGX corpus host (module IDs not in PCI order,
+:data:`tests.fixtures.hosts.HGX_MODULES`) runs the ``fabricmanager``
+topology backend against the stand-in Fabric Manager library; the
+scheduler gives each ``required`` flavor one partition (the device_spec
+entries carry them, as ``topology --device-spec`` prints them). Each
+domain start records what Fabric Manager had active at that moment.
+"""
+
+import json
+import os
+
+import fixtures
+from nova.tests.fixtures import libvirt as fakelibvirt
+
+from harness import nova_cloud as base
+from nova_gpu_p2p import device_spec
+from nova_gpu_p2p.fabric import partitions
+from tests.fixtures import fake_fm
+from tests.fixtures import hosts
+from tests.functional import test_clique_scheduling as clique_tests
+from tests.functional import test_guest_config as layout
+
+HGX_HOST = 'hgx-8gpu-nvswitch-2numa'
+PARTITIONS, _ = partitions.to_addresses(fake_fm.H100_PARTITIONS.items(),
+                                        hosts.HGX_MODULES)
+PARTITIONS_BY_ID = {p.id: p for p in PARTITIONS}
+LOST = 'keeps running without what its flavor requires'
+
+
+def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
+    """Each GPU's device_spec entry with its clique and partitions."""
+    sizes = device_spec.partition_sizes(PARTITIONS)
+    return [device_spec.entry(address, clique_id,
+                              sizes.get(address, {})).partition(' = ')[2]
+            for address, clique_id in sorted(clique_ids.items())
+            if clique_id is not None]
+
+
+class _FabricBase(clique_tests._CliqueSchedulingBase):
+    """One HGX compute with its own stand-in Fabric Manager."""
+
+    def setUp(self):
+        super().setUp()
+        if not self.PCI_IN_PLACEMENT:
+            self.flags(report_in_placement=False, group='pci')
+        self.useFixture(fixtures.MockPatch(
+            'tests.functional.test_clique_scheduling.device_spec_values',
+            device_spec_values))
+        self.fm_dir = self.useFixture(fixtures.TempDir()).path
+        self.fm = fake_fm.FakeFM(self.fm_dir)
+        module_file = os.path.join(self.fm_dir, 'module_ids.json')
+        with open(module_file, 'w') as f:
+            # What NVML recorded while the GPUs were on nvidia.
+            json.dump({'module_ids': {address: module for module, address
+                                      in hosts.HGX_MODULES.items()}}, f)
+        self.flags(topology_backend='fabricmanager', p2p_level='SYS',
+                   fabric_manager_address=self.fm.address,
+                   fabric_manager_library=fake_fm.library(),
+                   module_id_file=module_file, group='gpu_p2p')
+        #: Server UUID -> the partitions active as its domain started.
+        self.at_start: dict[str, set[int]] = {}
+        original = fakelibvirt.Domain.createWithFlags
+
+        def create(domain, flags):
+            self.at_start[domain.UUIDString()] = self.fm.active()
+            return original(domain, flags)
+
+        self.useFixture(fixtures.MockPatchObject(
+            fakelibvirt.Domain, 'createWithFlags', create))
+        self.topology = self.start_gpu_compute('host1', HGX_HOST)
+
+    def partition(self, server: dict) -> int:
+        """The partition that is exactly the server's GPUs."""
+        found = partitions.exact(PARTITIONS, self.gpus(server))
+        self.assertIsNotNone(found, self.gpus(server))
+        return found.id
+
+    def assert_started_on_its_partition(self, server: dict) -> int:
+        partition = self.partition(server)
+        self.assertIn(partition, self.at_start[server['id']])
+        return partition
+
+    def log_lines(self, text: str) -> list[str]:
+        return [line for line in self.stdlog.logger.output.splitlines()
+                if text in line]
+
+
+class WholeBoardTest(_FabricBase):
+    """Eight GPUs of eight: Nova's PCI tracker, not placement, picks.
+
+    Placement would list every order of the eight GPU providers.
+    """
+
+    PCI_IN_PLACEMENT = False
+    STEERING = False
+
+    def test_whole_board_on_partition_0(self):
+        flavor = self.gpu_flavor(8, numa_nodes=2, vcpus=2, extra_specs={
+            layout.CLIQUE_KEY: 'required'})
+        whole = self.boot_settled(flavor)
+        self.assertEqual(0, self.assert_started_on_its_partition(whole))
+        self.assertEqual({0}, self.fm.active())
+        self.delete(whole)
+        self.assertEqual(set(), self.fm.active())
+
+
+class FabricPartitionsTest(_FabricBase):
+
+    def test_each_size_on_exactly_its_partition(self):
+        servers = [self.boot_settled(self.flavor(gpus)) for gpus in (1, 2, 4)]
+        held = [self.assert_started_on_its_partition(s) for s in servers]
+        self.assertEqual([1, 2, 4], [len(PARTITIONS_BY_ID[p].gpus)
+                                     for p in held])
+        self.assertEqual(set(held), self.fm.active())
+        for server in servers:
+            # Nova's managed hostdevs: libvirt moves each GPU from nvidia
+            # to vfio-pci as the domain starts, and back as it stops.
+            hostdevs = self.domain_xml(server).findall(
+                "./devices/hostdev[@type='pci']")
+            self.assertEqual({'yes'}, {h.get('managed') for h in hostdevs})
+        for server in servers:
+            self.delete(server)
+        self.assertEqual(set(), self.fm.active())
+        self.assert_not_rescheduled()
+
+    def test_stale_partition_refuses_then_is_cleared(self):
+        self.fm.force_active(0)  # the whole board, behind Nova's back
+        server = self.boot_settled(self.flavor(2), expected_state='ERROR')
+        self.assertIn('Exceeded maximum number of retries',
+                      server['fault']['message'])
+        refusal, = self.log_lines('not activated: Fabric Manager '
+                                  'fmActivateFabricPartition')
+        self.assertIn('FM_ST_IN_USE', refusal)
+        self._run_periodics()
+        self.assertEqual(set(), self.fm.active())
+        self.assertTrue(self.log_lines('Fabric Manager partition 0 '
+                                       'deactivated'))
+        self.assert_started_on_its_partition(
+            self.boot_settled(self.flavor(2)))
+
+    def test_fm_down(self):
+        server = self.boot_settled(self.flavor(2))
+        partition = self.partition(server)
+        self.fm.down()
+        refused = self.boot_settled(self.flavor(2), expected_state='ERROR')
+        self.assertIn('Exceeded maximum number of retries',
+                      refused['fault']['message'])
+        self.assertTrue(self.log_lines('FM_ST_CONNECTION_NOT_VALID'))
+        self.assertEqual([], self.log_lines(LOST))
+        # An existing server starts anyway, with one warning.
+        server = self._reboot_server(server, hard=True)
+        self.assertEqual('ACTIVE', server['status'])
+        lost, = self.log_lines(LOST)
+        self.assertIn('no NVLink, and maybe no CUDA', lost)
+        # Fabric Manager kept the routes it had while unreachable.
+        self.assertEqual({partition}, self.fm.active())
+
+    def test_fm_restart_told_the_running_servers_partitions(self):
+        servers = [self.boot_settled(self.flavor(gpus)) for gpus in (2, 4)]
+        held = {self.partition(server) for server in servers}
+        self.fm.restart()
+        self._run_periodics()
+        self.assertEqual(held, self.fm.active())
+        self.assertEqual('up', self.fm.mode())
+        self.assertIn('fmSetActivatedFabricPartitions %s 0' % ','.join(
+            map(str, sorted(held))), self.fm.calls())
+        self.assertEqual([], self.log_lines(LOST))
+
+    def test_host_reboot_restores_the_partitions(self):
+        servers = [self.boot_settled(self.flavor(gpus)) for gpus in (1, 2)]
+        held = {self.partition(server) for server in servers}
+        self.flags(resume_guests_state_on_host_boot=True)
+        # The host rebooted: Fabric Manager starts afresh, libvirt has no
+        # domain until Nova resumes them.
+        self.fm = fake_fm.FakeFM(self.fm_dir)
+        self.at_start.clear()
+        self.restart_compute_service(
+            'host1', host_info=base.host_info(self.topology),
+            pci_info=base.pci_info(self.topology),
+            libvirt_version=base.LIBVIRT_VERSION,
+            qemu_version=base.QEMU_VERSION, keep_hypervisor_state=False)
+        for server in servers:
+            self._wait_for_state_change(server, 'ACTIVE')
+            self.assert_started_on_its_partition(server)
+        self.assertEqual(held, self.fm.active())
+        self.assertEqual([], self.log_lines(LOST))
