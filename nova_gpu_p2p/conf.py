@@ -189,8 +189,9 @@ OPTS = [
         item_type=types.String(choices=('gpu', 'nic', 'all')),
         help='Which passthrough devices follow their host locality onto '
              'guest expander buses: "gpu" (NVIDIA and other display-class '
-             'devices), "nic" (network devices, SR-IOV VFs and PFs '
-             'included), "all" (every passthrough PCI device).'),
+             'devices, and the NVSwitch functions of a whole HGX board), '
+             '"nic" (network devices, SR-IOV VFs and PFs included), "all" '
+             '(every passthrough PCI device).'),
     cfg.BoolOpt(
         'guest_numa_distances',
         default=True,

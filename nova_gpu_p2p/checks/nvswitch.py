@@ -15,14 +15,13 @@
 """NVSwitch: a fabric the PCIe-only topology backends cannot see."""
 
 from nova_gpu_p2p.checks import result
-from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.topology import model
 
 
 def switches(topology: model.HostTopology) -> list[model.PCIFunction]:
     """The host's NVSwitch functions, by address."""
     return sorted((f for f in topology.functions.values()
-                   if devices.is_nvswitch(f)), key=lambda f: f.address)
+                   if f.is_nvswitch), key=lambda f: f.address)
 
 
 def check_nvswitch(topology: model.HostTopology) -> list[result.Check]:

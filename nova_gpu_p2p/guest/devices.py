@@ -23,18 +23,6 @@ import enum
 
 from nova_gpu_p2p.topology import model
 
-#: PCI class of an HGX board's NVSwitch functions (bridge, other).
-NVSWITCH_CLASS = 0x0680
-
-
-def is_nvswitch(function: model.PCIFunction) -> bool:
-    """An NVSwitch of an HGX board (H100/H200: ``10de:22a3``).
-
-    By class rather than device ID, so that other generations count too.
-    """
-    return (function.vendor == model.NVIDIA_VENDOR_ID
-            and function.class_code >> 8 == NVSWITCH_CLASS)
-
 
 class DeviceKind(str, enum.Enum):
     """What ``[gpu_p2p] align_device_types`` selects by."""
@@ -90,7 +78,7 @@ def describe(address: str, topology: model.HostTopology,
                        numa_node=function.numa_node,
                        root_complex=function.root_complex,
                        bars64=function.bars64,
-                       nvswitch=is_nvswitch(function))
+                       nvswitch=function.is_nvswitch)
 
 
 def aligned(device: GuestDevice, types: frozenset[str]) -> bool:

@@ -26,6 +26,8 @@ NVIDIA_VENDOR_ID = 0x10de
 DISPLAY_BASE_CLASS = 0x03
 NETWORK_BASE_CLASS = 0x02
 BRIDGE_CLASS = 0x0604
+#: PCI class of an HGX board's NVSwitch functions (bridge, other).
+NVSWITCH_CLASS = 0x0680
 
 
 class PortType(str, enum.Enum):
@@ -130,6 +132,16 @@ class PCIFunction:
     @property
     def is_gpu(self) -> bool:
         return self.base_class == DISPLAY_BASE_CLASS
+
+    @property
+    def is_nvswitch(self) -> bool:
+        """An NVSwitch of an HGX board (H100/H200: ``10de:22a3``).
+
+        By class rather than device ID, so that other generations count
+        too.
+        """
+        return (self.vendor == NVIDIA_VENDOR_ID
+                and self.class_code >> 8 == NVSWITCH_CLASS)
 
     @property
     def is_nic(self) -> bool:

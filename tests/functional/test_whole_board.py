@@ -24,7 +24,6 @@ import fixtures
 
 from harness import nova_cloud as base
 from nova_gpu_p2p import flavor_commands
-from nova_gpu_p2p.guest import devices
 from tests.functional import test_guest_config as layout
 
 HGX = 'hgx-8gpu-nvswitch-2numa'
@@ -42,7 +41,7 @@ def _with_switches(pci_info):
         found = pci_info(topology)
         for function in sorted(topology.functions.values(),
                                key=lambda f: f.address):
-            if devices.is_nvswitch(function):
+            if function.is_nvswitch:
                 _, bus, rest = function.address.split(':')
                 slot, fn = rest.split('.')
                 found.add_device(
