@@ -144,8 +144,10 @@ class FabricPartitionsTest(_FabricBase):
         server = self.boot_settled(self.flavor(2), expected_state='ERROR')
         self.assertIn('Exceeded maximum number of retries',
                       server['fault']['message'])
-        refusal, = self.log_lines('not activated: Fabric Manager '
-                                  'fmActivateFabricPartition')
+        refusal, = self.log_lines('ERROR [nova_gpu_p2p.driver] GPU P2P: '
+                                  'Fabric Manager partition(s) ')
+        self.assertIn('not activated: Fabric Manager '
+                      'fmActivateFabricPartition', refusal)
         self.assertIn('FM_ST_IN_USE', refusal)
         self._run_periodics()
         self.assertEqual(set(), self.fm.active())
