@@ -22,8 +22,9 @@ that alone, and the servers' GPUs as Nova claimed them, it scores:
     Of the GPU pairs inside one server, those that reach each other over
     NVLink: both GPUs in one active partition of two or more (goal 100%).
 ``one_partition``
-    Servers whose GPUs are exactly one of the board's partitions: the
-    only GPU sets NVLink can ever be given to, whoever activates what.
+    Servers of two or more GPUs whose GPUs are exactly one of the board's
+    partitions: the only GPU sets NVLink can ever be given to, whoever
+    activates what (one GPU always is one).
 ``cross_tenant``
     Of the GPU pairs of two different servers, those that share an active
     partition: one tenant's GPUs reach another's over NVLink (goal 0%).
@@ -80,14 +81,14 @@ def score(servers: Sequence[Sequence[str]],
            for pair in itertools.combinations(sorted(gpus), 2)]
     across = [frozenset((a, b)) for first, second in itertools.combinations(
         servers, 2) for a in first for b in second]
+    multi = [server for server in servers if len(server) > 1]
     in_active = {gpu for p in live for gpu in p.gpus}
     gpus = [gpu for server in servers for gpu in server]
     return {
         'nvlink_pairs': decision_quality.Share(
             sum(pair in linked for pair in own), len(own)),
         'one_partition': decision_quality.Share(
-            sum(frozenset(server) in sets for server in servers),
-            len(servers)),
+            sum(frozenset(server) in sets for server in multi), len(multi)),
         'cross_tenant': decision_quality.Share(
             sum(pair in linked for pair in across), len(across)),
         'cuda_ready': decision_quality.Share(

@@ -26,7 +26,8 @@ daemon, per call and batched (:data:`PRIVSEP`, as root), how long a
 greenthread waits while discovery runs under eventlet (:data:`STALL`), and
 ``hw:gpu_p2p_clique=required`` scheduling on a simulated cloud of corpus
 hosts, Nova's order against the clique filter and best fit
-(:data:`SCHEDULING`).
+(:data:`SCHEDULING`), and the NVLink guests get on an HGX board with
+Fabric Manager, per strategy (:data:`FABRIC`).
 """
 
 import argparse
@@ -62,14 +63,17 @@ if '--child' not in sys.argv:
     # measure reads and stalls without it.
     cloud_runner.patch_first()
 from harness import decision_quality  # noqa: E402
+from harness import fabric_quality  # noqa: E402
 from harness import scheduling_sim  # noqa: E402
 from nova_gpu_p2p import conf  # noqa: E402
 from nova_gpu_p2p import extra_specs  # noqa: E402
+from nova_gpu_p2p.fabric import partitions  # noqa: E402
 from nova_gpu_p2p import privsep  # noqa: E402
 from nova_gpu_p2p.scheduler import clique_fit  # noqa: E402
 from nova_gpu_p2p.topology import discovery  # noqa: E402
 from nova_gpu_p2p.topology import pci_config  # noqa: E402
 from nova_gpu_p2p.topology import sysfs  # noqa: E402
+from tests.fixtures import fake_fm  # noqa: E402
 from tests.fixtures import hosts  # noqa: E402
 from tests.fixtures import sysfs_builder  # noqa: E402
 
@@ -595,6 +599,53 @@ def print_clique_scheduling(result: dict) -> None:
           'PCIWeigher)')
 
 
+#: NVLink given on the HGX host with Fabric Manager, per strategy.
+FABRIC = 'fabric_nvlink'
+FABRIC_CLOUD = 'fabric_bench_cloud.FabricBenchCloud'
+FABRIC_TITLES = {'nvlink_pairs': 'NVLink pairs (goal 100%)',
+                 'one_partition': 'servers of 2+ on one partition',
+                 'cross_tenant': 'cross-tenant NVLink (goal 0%)',
+                 'cuda_ready': 'CUDA-ready GPUs (goal 100%)'}
+
+
+def fabric_nvlink() -> dict:
+    """Nova's cloud and ours on the HGX host; each strategy's metrics."""
+    records = [record for ours in (False, True)
+               for record in cloud_runner.run('nvlink', cloud=FABRIC_CLOUD,
+                                              OURS=ours)]
+    board, _ = partitions.to_addresses(
+        fake_fm.H100_PARTITIONS.items(), hosts.HGX_MODULES)
+    return {'records': records, 'strategies': {
+        name: {metric: share.as_dict() for metric, share in found.items()}
+        for name, found in fabric_quality.pooled(records, board).items()}}
+
+
+def print_fabric_nvlink(result: dict) -> None:
+    print('\nNVLink on an HGX board (H100, the stand-in Fabric Manager), '
+          'hw:gpu_p2p_clique=required servers booted in sequence on the '
+          'empty board, then deleted:')
+    for record in result['records']:
+        print('  %-5s %-12s %s; active after the boots: %s, after the '
+              'deletes: %s' % (
+                  'ours' if record['ours'] else 'Nova',
+                  '+'.join(map(str, record['sequence'])) + ' GPUs',
+                  ' | '.join(','.join(a[5:7] for a in gpus)
+                             for gpus in record['servers']),
+                  record['active'] or 'none',
+                  record['active_after_delete'] or 'none'))
+    print('  %-28s' % 'strategy' + ''.join(
+        ' %-30s' % FABRIC_TITLES[m] for m in fabric_quality.METRICS))
+    for name, metrics in result['strategies'].items():
+        print('  %-28s' % name + ''.join(
+            ' %-30s' % _share(metrics[m]) for m in fabric_quality.METRICS))
+    print('  GPUs by PCI bus number; stock, wrapper and sidecar: Nova\'s '
+          'scheduler and GPUs, no Fabric Manager call (the wrapper and the '
+          'sidecar change only the guest\'s XML or QEMU command line); by '
+          'hand and hook: computed on Nova\'s GPUs; ours: our filter\'s '
+          'GPUs and the partitions our driver activated, as Fabric Manager '
+          'reports them')
+
+
 #: Config space through nova-compute's privsep daemon (as root only).
 PRIVSEP = 'privsep_config_reads'
 #: The longest a greenthread waits while discovery runs (under eventlet).
@@ -994,7 +1045,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps(run()))
         return 0
     clouds = {GUEST_XML: guest_xml, DECISION_QUALITY: decision_quality_run,
-              SCALE: guest_xml_scale}
+              SCALE: guest_xml_scale, FABRIC: fabric_nvlink}
     children = {PRIVSEP: privsep_reads, STALL: greenthread_stall}
     known = (set(BENCHMARKS) | set(clouds) | set(children)
              | {MEMORY, SCHEDULING})
@@ -1035,6 +1086,8 @@ def main(argv: list[str]) -> int:
         print_topology_memory(results[MEMORY], results)
     if SCHEDULING in results:
         print_clique_scheduling(results[SCHEDULING])
+    if FABRIC in results:
+        print_fabric_nvlink(results[FABRIC])
     if PRIVSEP in results:
         print_privsep_reads(results[PRIVSEP])
     if STALL in results:

@@ -72,6 +72,13 @@ class TestScore(testtools.TestCase):
         self.assertEqual((0, 1), _values(found)['nvlink_pairs'])
         self.assertEqual((2, 2), _values(found)['cuda_ready'])
 
+    def test_one_gpu_servers_are_not_counted_as_one_partition(self):
+        # Any one GPU is a partition: only sets of 2+ say something.
+        found = fabric_quality.score([PCI_ORDER[:1], PAIR_13], BOARD,
+                                     active=[3])
+        self.assertEqual((1, 1), _values(found)['one_partition'])
+        self.assertEqual((2, 3), _values(found)['cuda_ready'])
+
     def test_metric_names(self):
         found = fabric_quality.score([PAIR_13], BOARD, active=[3])
         self.assertEqual(set(fabric_quality.METRICS), set(found))

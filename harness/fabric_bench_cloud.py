@@ -1,0 +1,100 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The HGX host in Nova's cloud: GPUs given, partitions active (bench).
+
+For ``tools/bench.py``: which GPUs servers get on an HGX board, and which
+Fabric Manager partitions are active for them.
+
+Not a test module (stestr collects ``test_*`` only). One compute on the
+corpus' HGX host, GPUs in placement, candidates in PCI address order (as
+:mod:`tests.functional.test_partition_scheduling` sets it up: there Nova's
+first pair, modules 2 and 3, is no partition). :meth:`FabricBenchCloud.
+nvlink` boots each of :data:`SEQUENCES` on the empty board, one server
+after the other (``hw:gpu_p2p_clique=required``), hands a record per
+sequence to :attr:`~FabricBenchCloud.sink`, and deletes the servers.
+
+``OURS = True``: our filter and weigher, and the ``fabricmanager``
+backend over the stand-in Fabric Manager (:mod:`harness.fake_fabric`),
+whose active partitions the record gives as read after the boots; the
+driver activates them. ``OURS = False``: Nova as it is, without our filter
+and weigher; the compute reads the ``sysfs`` backend and never calls
+Fabric Manager, as Nova's own driver does not, so nothing is active.
+"""
+
+from collections.abc import Callable
+import sys
+from unittest import mock
+
+import fixtures
+
+from harness import demo_cloud
+from harness import fake_fabric
+from tests.functional import test_clique_scheduling as clique_tests
+from tests.functional import test_partition_scheduling as partition_tests
+
+#: GPU counts of the servers of each sequence, booted in this order; each
+#: server on one guest NUMA node with one CPU (the clique scheduling base's
+#: flavors), so four GPUs at most: a board half.
+SEQUENCES = ((2, 2, 4), (4, 4), (1, 1, 2), (1, 2, 4), (2, 1, 1, 4))
+HOSTNAME = 'hgx-1'
+
+
+class FabricBenchCloud(clique_tests._CliqueSchedulingBase):
+    """One HGX compute; our scheduling and Fabric Manager, or Nova's."""
+
+    #: Receives one dict per sequence; the tool running us sets it.
+    sink: Callable[[dict], None] = staticmethod(lambda found: None)
+    #: Ours (True) or Nova as it is (False); the tool sets it.
+    OURS = True
+    #: GPU counts of the servers of each sequence (:data:`SEQUENCES`).
+    sequences = SEQUENCES
+
+    @property
+    def STEERING(self) -> bool:
+        """Read by the clique scheduling base: our filter and weigher."""
+        return self.OURS
+
+    def setUp(self) -> None:
+        super().setUp()
+        # Each GPU's device_spec entry with its partitions, as
+        # ``topology --device-spec`` prints it on this host.
+        self.useFixture(fixtures.MockPatch(
+            'tests.functional.test_clique_scheduling.device_spec_values',
+            partition_tests.device_spec_values))
+        self.flags(p2p_level='SYS', group='gpu_p2p')
+        self.fm = None
+        if self.OURS:
+            self.fm = fake_fabric.fabric_manager(self)
+            patcher = mock.patch.dict(sys.modules,
+                                      {'pynvml': demo_cloud.FakeNvml()})
+            patcher.start()
+            self.addCleanup(patcher.stop)
+        self.start_gpu_compute(HOSTNAME, partition_tests.HGX_HOST,
+                               gpu_p2p_options={'p2p_level': 'SYS'})
+
+    def nvlink(self) -> None:
+        """Each sequence on the empty board: GPUs given, partitions active."""
+        flavors = {gpus: self.flavor(gpus)
+                   for gpus in sorted({n for s in self.sequences for n in s})}
+        for sequence in self.sequences:
+            servers = [self.boot_settled(flavors[gpus]) for gpus in sequence]
+            record = {'sequence': list(sequence), 'ours': self.OURS,
+                      'servers': [list(self.gpus(s)) for s in servers]}
+            record['active'] = sorted(self.fm.active()) if self.fm else []
+            for server in servers:
+                self.delete(server)
+            record['active_after_delete'] = (
+                sorted(self.fm.active()) if self.fm else [])
+            self.sink(record)
