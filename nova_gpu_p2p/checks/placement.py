@@ -69,7 +69,7 @@ def check_placement(topology: model.HostTopology,
         cliques.ids,
         {address: device_spec.entry_traits(tags)
          for address, tags in spec_tags.items()},
-        spec_tags)
+        spec_tags, device_spec.partition_sizes(topology.fabric_partitions))
     checks = []
     for problem in problems:
         # "GPU <address> is in ... but ...: <what to do>"

@@ -744,6 +744,24 @@ class TestPlacement(testtools.TestCase):
         self.assertIn('[filter_scheduler] pci_in_placement = True',
                       check.fix)
 
+    def test_fabric_manager_partitions_tagged(self):
+        # On an HGX host the entries carry partition traits and tags too;
+        # the lines --device-spec prints raise no warning, lines without
+        # the partitions do.
+        board = dataclasses.replace(
+            switch_host(acs_a=None), fabric_partitions=(
+                model.FabricPartition(0, (A, B)),
+                model.FabricPartition(7, (A,)),
+                model.FabricPartition(8, (B,))))
+        sizes = device_spec.partition_sizes(board.fabric_partitions)
+        lines = [device_spec.entry(a, 0, sizes[a]).partition(' = ')[2]
+                 for a in (A, B)]
+        (check,) = self.check(lines, board)
+        self.assertEqual(OK, check.code)
+        checks = self.check([spec(A, 0), spec(B, 0)], board)
+        self.assertEqual(2, len(checks))
+        self.assertIn('partition', checks[0].message)
+
     def test_not_in_placement_without_a_clique(self):
         # Nothing here for a required flavor to land on.
         self.assertEqual([], self.check([], two_rc_host(), in_placement=False))
