@@ -40,6 +40,7 @@ from nova_gpu_p2p import limits
 from nova_gpu_p2p import native_thread
 from nova_gpu_p2p import nova_hooks
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 
 CONF = nova_conf.CONF
@@ -83,7 +84,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         super().__init__(virtapi, read_only=read_only)
         self._host_gpus: discovery.HostGPUs | None = None
         self._device_trait_problems: list[str] = []
-        self._partitions_seen: tuple = ()
+        self._partitions_seen: tuple[model.FabricPartition, ...] = ()
         self._fabric = lifecycle.Lifecycle(
             lambda: nvfm.from_conf(CONF), self._fabric_partitions,
             self._running_devices, native_thread.run)
@@ -148,7 +149,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         super().init_host(host)
         self._fabric_quietly(self._fabric.reconcile)
 
-    def _fabric_partitions(self) -> tuple:
+    def _fabric_partitions(self) -> tuple[model.FabricPartition, ...]:
         """The host's Fabric Manager partitions (none without it).
 
         While Fabric Manager is down, and discovery with it, the last
