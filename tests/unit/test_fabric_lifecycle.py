@@ -258,3 +258,40 @@ class TestHostdevAddresses(testtools.TestCase):
 
     def test_no_devices(self):
         self.assertEqual((), lifecycle.hostdev_addresses('<domain/>'))
+
+
+class TestOutcome(testtools.TestCase):
+    """Issue 9's rule: only a new build is refused."""
+
+    PAIR = ('0000:04:00.0', '0000:08:00.0')
+
+    def outcome(self, new_build, required, **activation):
+        fields = dict(gpus=self.PAIR, ids=(3,), nvlink=True)
+        fields.update(activation)
+        return lifecycle.Activation(**fields).outcome(new_build, required)
+
+    def test_all_well(self):
+        for new_build in (True, False):
+            for required in (True, False):
+                self.assertEqual(lifecycle.Outcome(),
+                                 self.outcome(new_build, required))
+        self.assertEqual(lifecycle.Outcome(), self.outcome(
+            True, True, gpus=self.PAIR[:1], ids=(9,), nvlink=False))
+
+    def test_problem_refuses_a_new_build(self):
+        self.assertEqual(lifecycle.Outcome(refusal='FM down'),
+                         self.outcome(True, False, problem='FM down'))
+
+    def test_problem_reported_for_an_existing_server(self):
+        self.assertEqual(
+            lifecycle.Outcome(lost='no NVLink, and maybe no CUDA: FM down'),
+            self.outcome(False, False, problem='FM down'))
+
+    def test_one_gpu_partitions(self):
+        note = ('GPUs 0000:04:00.0, 0000:08:00.0 are not one Fabric Manager '
+                'partition: each got its 1-GPU partition, so CUDA works '
+                'without NVLink between them')
+        self.assertEqual(lifecycle.Outcome(note=note), self.outcome(
+            True, False, ids=(9, 7), nvlink=False))
+        self.assertEqual(lifecycle.Outcome(lost=note), self.outcome(
+            False, True, ids=(9, 7), nvlink=False))
