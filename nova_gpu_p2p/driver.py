@@ -265,7 +265,9 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         spec_tags = device_spec.configured_tags(
             CONF.pci.device_spec,
             [(a, functions[a].vendor, functions[a].device) for a in ids])
-        problems = device_spec.problems(ids, provider_traits, spec_tags)
+        problems = device_spec.problems(
+            ids, provider_traits, spec_tags, device_spec.partition_sizes(
+                self.host_gpus.topology.fabric_partitions))
         for problem in problems:
             if problem not in self._device_trait_problems:
                 LOG.warning('GPU P2P: %s', problem)

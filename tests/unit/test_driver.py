@@ -12,6 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import dataclasses
 import functools
 import json
 import logging
@@ -690,6 +691,22 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
     def test_no_device_providers(self):
         self.update()
         self.assertEqual('', self.log.output)
+
+    def test_fabric_manager_partitions_checked(self):
+        # On an HGX host a provider needs its partition traits as well.
+        host = _host_gpus()
+        self.driver._host_gpus = dataclasses.replace(
+            host, topology=dataclasses.replace(
+                host.topology, fabric_partitions=(
+                    model.FabricPartition(0, (GPU_A, GPU_B)),)))
+        part = 'CUSTOM_GPU_P2P_PARTITION_0'
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0', part)
+        self.add_device(GPU_B, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.add_device(GPU_C)
+        self.update()
+        (warning,) = self.log.output.splitlines()
+        self.assertIn('GPU %s' % GPU_B, warning)
+        self.assertIn(part, warning)
 
     def test_missing_trait_logged_once_per_new_problem(self):
         self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
