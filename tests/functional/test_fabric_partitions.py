@@ -26,30 +26,21 @@ import json
 import os
 
 import fixtures
+from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
 
+from harness import fake_fabric
 from harness import nova_cloud as base
-from nova_gpu_p2p import device_spec
 from nova_gpu_p2p.fabric import partitions
 from tests.fixtures import fake_fm
-from tests.fixtures import hosts
 from tests.functional import test_clique_scheduling as clique_tests
 from tests.functional import test_guest_config as layout
+from tests.functional import test_partition_scheduling as partition_tests
 
-HGX_HOST = 'hgx-8gpu-nvswitch-2numa'
-PARTITIONS, _ = partitions.to_addresses(fake_fm.H100_PARTITIONS.items(),
-                                        hosts.HGX_MODULES)
+CONF = nova_conf.CONF
+PARTITIONS = partition_tests.PARTITIONS
 PARTITIONS_BY_ID = {p.id: p for p in PARTITIONS}
 LOST = 'keeps running without what its flavor requires'
-
-
-def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
-    """Each GPU's device_spec entry with its clique and partitions."""
-    sizes = device_spec.partition_sizes(PARTITIONS)
-    return [device_spec.entry(address, clique_id,
-                              sizes.get(address, {})).partition(' = ')[2]
-            for address, clique_id in sorted(clique_ids.items())
-            if clique_id is not None]
 
 
 class _FabricBase(clique_tests._CliqueSchedulingBase):
@@ -61,18 +52,12 @@ class _FabricBase(clique_tests._CliqueSchedulingBase):
             self.flags(report_in_placement=False, group='pci')
         self.useFixture(fixtures.MockPatch(
             'tests.functional.test_clique_scheduling.device_spec_values',
-            device_spec_values))
-        self.fm_dir = self.useFixture(fixtures.TempDir()).path
-        self.fm = fake_fm.FakeFM(self.fm_dir)
-        module_file = os.path.join(self.fm_dir, 'module_ids.json')
-        with open(module_file, 'w') as f:
+            partition_tests.device_spec_values))
+        self.fm = fake_fabric.fabric_manager(self)
+        with open(CONF.gpu_p2p.module_id_file, 'w') as f:
             # What NVML recorded while the GPUs were on nvidia.
-            json.dump({'module_ids': {address: module for module, address
-                                      in hosts.HGX_MODULES.items()}}, f)
-        self.flags(topology_backend='fabricmanager', p2p_level='SYS',
-                   fabric_manager_address=self.fm.address,
-                   fabric_manager_library=fake_fm.library(),
-                   module_id_file=module_file, group='gpu_p2p')
+            json.dump({'module_ids': fake_fabric.MODULE_IDS}, f)
+        self.flags(p2p_level='SYS', group='gpu_p2p')
         #: Server UUID -> the partitions active as its domain started.
         self.at_start: dict[str, set[int]] = {}
         original = fakelibvirt.Domain.createWithFlags
@@ -83,7 +68,8 @@ class _FabricBase(clique_tests._CliqueSchedulingBase):
 
         self.useFixture(fixtures.MockPatchObject(
             fakelibvirt.Domain, 'createWithFlags', create))
-        self.topology = self.start_gpu_compute('host1', HGX_HOST)
+        self.topology = self.start_gpu_compute('host1',
+                                               partition_tests.HGX_HOST)
 
     def partition(self, server: dict) -> int:
         """The partition that is exactly the server's GPUs."""
@@ -190,7 +176,8 @@ class FabricPartitionsTest(_FabricBase):
         self.flags(resume_guests_state_on_host_boot=True)
         # The host rebooted: Fabric Manager starts afresh, libvirt has no
         # domain until Nova resumes them.
-        self.fm = fake_fm.FakeFM(self.fm_dir)
+        self.fm = fake_fm.FakeFM(os.path.dirname(self.fm.address),
+                                 fake_fabric.BOARD)
         self.at_start.clear()
         self.restart_compute_service(
             'host1', host_info=base.host_info(self.topology),
