@@ -24,7 +24,6 @@ import time
 
 from nova import conf as nova_conf
 from nova import exception
-from nova import objects
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_log import log as logging
 
@@ -36,6 +35,7 @@ from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.guest import metadata
 from nova_gpu_p2p.guest import nova_guest
 from nova_gpu_p2p.guest import plan as plan_mod
+from nova_gpu_p2p import instance_events
 from nova_gpu_p2p import limits
 from nova_gpu_p2p import native_thread
 from nova_gpu_p2p import nova_hooks
@@ -66,13 +66,6 @@ class FlavorCannotBeHonoured(exception.InvalidInput):
     """
 
     msg_fmt = '%(reason)s'
-
-
-#: Instance action events that show, through the API (microversion 2.84
-#: and later for their details), what an existing server lost and why a
-#: live migration was refused.
-LOST_EVENT = 'gpu_p2p_required_layout_lost'
-LIVE_MIGRATION_EVENT = 'gpu_p2p_live_migration_refused'
 
 
 class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
@@ -186,11 +179,19 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         partition cannot be activated goes to another host; an existing
         server starts anyway, reported as without NVLink.
         """
-        if not (power_on or pause) or not self._fabric_partitions():
+        if not (power_on or pause):
             return super()._create_guest(context, xml, instance,
                                          power_on, pause, post_xml_callback)
         new_build = nova_guest.is_new_build(instance)
-        required = _requires_clique(instance)
+        if not self._fabric_partitions():
+            unknown = self._partitions_unknown(instance)
+            if unknown is not None and new_build:
+                raise HostCannotHonour(reason='GPU P2P: ' + unknown)
+            if unknown is not None:
+                self._report_lost(context, instance, [unknown])
+            return super()._create_guest(context, xml, instance,
+                                         power_on, pause, post_xml_callback)
+        required = extra_specs.requires_clique(instance.flavor.extra_specs)
         with self._fabric.starting(
                 instance.uuid, lifecycle.hostdev_addresses(xml),
                 exact_only=required and new_build) as activation:
@@ -204,6 +205,21 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
                 LOG.warning('GPU P2P: %s', outcome.note, instance=instance)
             return super()._create_guest(context, xml, instance,
                                          power_on, pause, post_xml_callback)
+
+    def _partitions_unknown(self, instance) -> str | None:
+        """Why GPUs get no partition on a host whose FM never answered.
+
+        None off Fabric Manager hosts and for servers without NVIDIA
+        devices. Unknowns fail closed: such a GPU cannot run CUDA.
+        """
+        gpus = sorted(device.address for device in instance.pci_devices or ()
+                      if device.vendor_id == model.NVIDIA_VENDOR_HEX)
+        if CONF.gpu_p2p.topology_backend != 'fabricmanager' or not gpus:
+            return None
+        return ('no Fabric Manager partition is known on this host (%s), so '
+                'GPUs %s get none: no NVLink, and no CUDA until one holding '
+                'them is active' % (self.host_gpus.error or 'none reported',
+                                    ', '.join(gpus)))
 
     def _destroy(self, instance):
         """Nova's destroy, then release what no running domain holds."""
@@ -332,8 +348,9 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         LOG.warning('GPU P2P: the server keeps running without what its '
                     'flavor requires (a new build would be refused on this '
                     'host): %s', ' | '.join(lost), instance=instance)
-        _record_event(context, instance, LOST_EVENT,
-                      'GPU P2P layout degraded: %s' % ' | '.join(lost))
+        instance_events.record(context, instance, instance_events.LOST,
+                               'GPU P2P layout degraded: %s'
+                               % ' | '.join(lost))
 
     def check_can_live_migrate_source(self, context, instance,
                                       dest_check_data,
@@ -348,39 +365,12 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         reason = live_migration_refusal(instance)
         if reason is not None:
             LOG.warning(reason, instance=instance)
-            _record_event(context, instance, LIVE_MIGRATION_EVENT, reason)
+            instance_events.record(
+                context, instance, instance_events.LIVE_MIGRATION, reason)
             raise exception.MigrationPreCheckError(reason=reason)
         return super().check_can_live_migrate_source(
             context, instance, dest_check_data,
             block_device_info=block_device_info)
-
-
-def _record_event(context, instance, event: str, message: str) -> None:
-    """A failed instance action event carrying ``message`` as its details.
-
-    Best effort: the server's operation goes on whatever happens here
-    (no context, no action to attach to, conductor trouble).
-    """
-    if context is None:
-        return
-    try:
-        objects.InstanceActionEvent.event_start(
-            context, instance.uuid, event, want_result=False, host=CONF.host)
-        objects.InstanceActionEvent.event_finish_with_failure(
-            context, instance.uuid, event, exc_val=message, exc_tb=message,
-            want_result=False)
-    except Exception as exc:
-        LOG.warning('GPU P2P: could not record instance action event %s: '
-                    '%s', event, exc, instance=instance)
-
-
-def _requires_clique(instance) -> bool:
-    """Whether the flavor requires a clique (invalid: handled already)."""
-    try:
-        request = extra_specs.parse(instance.flavor.extra_specs)
-    except extra_specs.InvalidExtraSpec:
-        return False
-    return request.clique.mode is extra_specs.CliqueMode.REQUIRED
 
 
 def live_migration_refusal(instance) -> str | None:

@@ -107,6 +107,20 @@ def parse_numa_affinity(value: str | None) -> NumaAffinity:
     return NumaAffinity(value)
 
 
+def requires_clique(extra_specs: Mapping[str, str]) -> bool:
+    """Whether ``hw:gpu_p2p_clique=required``; an invalid value is not.
+
+    For the scheduler and the partition lifecycle, which have no say on
+    an invalid value: the API validator refuses it, and the guest build
+    refuses an older flavor's.
+    """
+    try:
+        request = parse_clique(extra_specs.get(CLIQUE_KEY))
+    except InvalidExtraSpec:
+        return False
+    return request.mode is CliqueMode.REQUIRED
+
+
 def parse(extra_specs: Mapping[str, str]) -> GPUP2PRequest:
     """Parse both keys out of a flavor's extra specs."""
     return GPUP2PRequest(

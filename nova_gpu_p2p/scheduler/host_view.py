@@ -37,10 +37,10 @@ from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import nova_hooks
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p.scheduler import partition_fit
+from nova_gpu_p2p.topology import model
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
-NVIDIA = '10de'
 
 _legacy_warned = False
 
@@ -72,18 +72,10 @@ def check_nova() -> None:
 
 
 def wants_one_clique(spec_obj) -> bool:
-    """True for a flavor with ``hw:gpu_p2p_clique=required``.
-
-    An unreadable value is not ours to judge here (the API validator
-    refuses it; the compute refuses an older flavor's build).
-    """
+    """True for a flavor with ``hw:gpu_p2p_clique=required``."""
     flavor = getattr(spec_obj, 'flavor', None)
-    specs = getattr(flavor, 'extra_specs', None) or {}
-    try:
-        request = extra_specs.parse_clique(specs.get(extra_specs.CLIQUE_KEY))
-    except extra_specs.InvalidExtraSpec:
-        return False
-    return request.mode is extra_specs.CliqueMode.REQUIRED
+    return extra_specs.requires_clique(
+        getattr(flavor, 'extra_specs', None) or {})
 
 
 def can_steer(who: str) -> bool:
@@ -113,7 +105,7 @@ def _gpu_pools(host_state) -> dict[str, Mapping[str, Any]]:
     return {pool['rp_uuid']: pool
             for pool in getattr(host_state.pci_stats, 'pools', None) or ()
             if pool.get('rp_uuid') is not None
-            and pool.get('vendor_id') == NVIDIA}
+            and pool.get('vendor_id') == model.NVIDIA_VENDOR_HEX}
 
 
 def gpus(host_state) -> dict[str, clique_fit.Gpu]:

@@ -23,6 +23,8 @@ import dataclasses
 import enum
 
 NVIDIA_VENDOR_ID = 0x10de
+#: As Nova's PCI device objects spell vendor IDs.
+NVIDIA_VENDOR_HEX = '%04x' % NVIDIA_VENDOR_ID
 DISPLAY_BASE_CLASS = 0x03
 NETWORK_BASE_CLASS = 0x02
 BRIDGE_CLASS = 0x0604

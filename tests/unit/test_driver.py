@@ -37,6 +37,7 @@ from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import driver
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.guest import libvirt_config
+from nova_gpu_p2p import instance_events
 from nova_gpu_p2p import limits
 from nova_gpu_p2p import nova_hooks
 from nova_gpu_p2p.topology import discovery
@@ -285,10 +286,10 @@ class TestGetGuestConfig(testtools.TestCase):
         self.assertIn('0000:03:00.0, 0000:04:00.0, 0000:81:00.0',
                       warnings[0])
         start.assert_called_once_with('ctx', instance.uuid,
-                                      driver.LOST_EVENT, want_result=False,
+                                      instance_events.LOST, want_result=False,
                                       host=nova_conf.CONF.host)
         (args, kwargs), = finish.call_args_list
-        self.assertEqual(('ctx', instance.uuid, driver.LOST_EVENT), args)
+        self.assertEqual(('ctx', instance.uuid, instance_events.LOST), args)
         self.assertIn('0000:81:00.0', kwargs['exc_val'])
         # The decision record says it too.
         self.assertIn('0000:81:00.0', ''.join(
@@ -318,11 +319,13 @@ class TestGetGuestConfig(testtools.TestCase):
         start, finish = self.events()
         start.side_effect = exception.InstanceActionNotFound(
             request_id='req', instance_uuid='uuid')
+        events_log = self.useFixture(fixtures.FakeLogger(
+            name='nova_gpu_p2p.instance_events', level=logging.INFO))
         instance = self.instance(gpus=(GPU_A, GPU_C), vm_state='active',
                                  **{'hw:gpu_p2p_clique': 'required'})
         self.call(instance, context='ctx')
         self.assertIn('could not record instance action event',
-                      self.log.output)
+                      events_log.output)
         finish.assert_not_called()
 
     def test_without_context_only_the_log(self):
@@ -905,7 +908,9 @@ class TestFabricManagerLifecycle(testtools.TestCase):
                **extra_specs):
         instance = types.SimpleNamespace(
             uuid=uuids.instance, vm_state=vm_state,
-            flavor=types.SimpleNamespace(extra_specs=extra_specs))
+            flavor=types.SimpleNamespace(extra_specs=extra_specs),
+            pci_devices=[types.SimpleNamespace(address=a, vendor_id='10de')
+                         for a in hgx(*modules)])
         return self.driver._create_guest(
             None, domain_xml(*hgx(*modules)), instance, power_on=power_on)
 
@@ -982,6 +987,34 @@ class TestFabricManagerLifecycle(testtools.TestCase):
             cliques=cliques.Cliques(groups=(), ids={}), error='FM down')
         self.fm.down()
         self.assertRaises(driver.HostCannotHonour, self.create, 1, 3)
+
+    def partitions_never_known(self):
+        self.conf.config(topology_backend='fabricmanager', group='gpu_p2p')
+        self.driver._host_gpus = discovery.HostGPUs(
+            topology=model.HostTopology(functions={}),
+            cliques=cliques.Cliques(groups=(), ids={}),
+            error='Fabric Manager unreachable')
+
+    def test_new_build_refused_while_partitions_never_known(self):
+        # A compute started while Fabric Manager was down: unknowns fail
+        # closed, as a GPU without a partition cannot run CUDA.
+        self.partitions_never_known()
+        exc = self.assertRaises(driver.HostCannotHonour, self.create, 5)
+        self.assertIn('no Fabric Manager partition is known on this host '
+                      '(Fabric Manager unreachable), so GPUs %s get none'
+                      % hgx(5), str(exc))
+        self.nova.assert_not_called()
+
+    def test_existing_server_starts_while_partitions_never_known(self):
+        self.partitions_never_known()
+        self.assertEqual('guest', self.create(5, vm_state='active'))
+        self.assertEqual(1, len(self.warnings('keeps running without')))
+        self.assertEqual([], self.fm.calls())
+
+    def test_other_backends_never_ask_for_partitions(self):
+        self.partitions_never_known()
+        self.conf.config(topology_backend='sysfs', group='gpu_p2p')
+        self.assertEqual('guest', self.create(5))
 
     def test_destroy_releases_what_no_domain_holds(self):
         self.running = {'a': hgx(5, 7)}

@@ -17,6 +17,16 @@ import testtools
 from nova_gpu_p2p import extra_specs as es
 
 
+class TestRequiresClique(testtools.TestCase):
+
+    def test_only_required(self):
+        key = es.CLIQUE_KEY
+        self.assertTrue(es.requires_clique({key: 'required'}))
+        for specs in ({}, {key: 'auto'}, {key: '3'}, {key: 'none'},
+                      {key: 'nonsense'}):
+            self.assertFalse(es.requires_clique(specs), specs)
+
+
 class TestParseClique(testtools.TestCase):
 
     def test_absent_means_none(self):
