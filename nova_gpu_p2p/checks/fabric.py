@@ -204,8 +204,8 @@ def check_reachable(facts: FabricFacts) -> result.Check:
         fix = ('start it (systemctl enable --now %s) and set [gpu_p2p] '
                'fabric_manager_address to where it listens: '
                'FM_CMD_BIND_INTERFACE and FM_CMD_PORT_NUMBER, or '
-               'FM_CMD_UNIX_SOCKET_PATH, in %s' % (SERVICE,
-                                                     facts.config.path))
+               'FM_CMD_UNIX_SOCKET_PATH, in %s'
+               % (SERVICE, facts.config.path))
     return result.failure(
         subject, 'cannot reach it at %s (%s): new servers with GPUs are '
         'refused here, existing ones start without NVLink' % (
