@@ -34,17 +34,11 @@ from nova_gpu_p2p.topology import static
 from nova_gpu_p2p.topology import sysfs
 
 
-class FabricManagerBackend(backends.TopologyBackend):
+class FabricManagerBackend(sysfs.SysfsBackend):
     """The sysfs topology with Fabric Manager's partitions and NVLink."""
 
-    def __init__(self, conf,
-                 read_config: sysfs.ConfigReader | None = None) -> None:
-        super().__init__(conf)
-        self.read_config = read_config
-
     def discover(self) -> model.HostTopology:
-        topology = sysfs.SysfsBackend(self.conf,
-                                      self.read_config).discover()
+        topology = super().discover()
         supported = supported_partitions(self.conf)
         modules, findings = self._modules(
             [gpu.address for gpu in topology.gpus()])

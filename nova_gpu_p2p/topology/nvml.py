@@ -29,7 +29,6 @@ import types
 from oslo_log import log as logging
 
 from nova_gpu_p2p import pci_address
-from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 
@@ -94,17 +93,11 @@ def devices(nvml: types.ModuleType) -> list[tuple[object, str]]:
     return found
 
 
-class NvmlBackend(backends.TopologyBackend):
+class NvmlBackend(sysfs.SysfsBackend):
     """The sysfs topology with ``nvlink_pairs`` filled in from NVML."""
 
-    def __init__(self, conf,
-                 read_config: sysfs.ConfigReader | None = None) -> None:
-        super().__init__(conf)
-        self.read_config = read_config
-
     def discover(self) -> model.HostTopology:
-        topology = sysfs.SysfsBackend(self.conf,
-                                      self.read_config).discover()
+        topology = super().discover()
         try:
             with session() as pynvml:
                 pairs = _NvLinks(pynvml, topology).pairs()
