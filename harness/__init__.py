@@ -4,6 +4,18 @@ and the demo (``tools/``); never shipped, and never imported by
 
 import os
 
+from oslo_config import cfg
+
+from nova_gpu_p2p import conf
+
 #: The checkout the harness runs from (worker processes put it on their
 #: path).
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The PCI ID database every simulated host is named from: lines of the
+#: real file, so that results depend neither on the machine's copy nor on
+#: whether it has one.
+PCI_IDS = os.path.join(ROOT, 'harness', 'pci.ids')
+
+# Every [gpu_p2p] group registered in this process, nova-compute's in the
+# in-process clouds included, reads it unless a test names another.
+cfg.set_defaults(conf.OPTS, pci_ids_file=PCI_IDS)

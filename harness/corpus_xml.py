@@ -259,7 +259,8 @@ def can_honour(facts: HostFacts, kind: FlavorKind,
 
     Judged from hosts.EXPECTED for the devices Nova claimed: a required
     clique needs every pair of the instance's GPUs within the P2P
-    classes at the default level and ACS policy; required affinity needs
+    classes at the default level and ACS policy, and GPUs that are not
+    consumer cards (GeForce, TITAN); required affinity needs
     every GPU and NIC on a host node where the instance has a cell.
     """
     devices = sorted(devices)
@@ -271,6 +272,8 @@ def can_honour(facts: HostFacts, kind: FlavorKind,
                if facts.expected.link(a, b) not in P2P_CLASSES]
         if far:
             reasons.append('GPU pairs beyond PXB: %s' % ', '.join(far))
+        if facts.expected.consumer and len(gpus) > 1:
+            reasons.append('consumer GPUs get no clique')
     if kind.affinity == 'required':
         node = dict(facts.gpu_node, **facts.nic_node)
         away = ['%s (node %s)' % (a, node.get(a)) for a in devices

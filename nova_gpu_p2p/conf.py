@@ -19,6 +19,7 @@ from oslo_config import types
 
 from nova_gpu_p2p import limits
 from nova_gpu_p2p import pci_address
+from nova_gpu_p2p.topology import pci_ids
 
 GROUP = cfg.OptGroup(
     'gpu_p2p',
@@ -173,6 +174,24 @@ OPTS = [
              'comma separated list of PCI_ADDRESS:CLIQUE_ID, for example '
              '"0000:81:00.0:0,0000:82:00.0:0". Wins over the discovered '
              'topology. Clique IDs are 0 to 15.'),
+    cfg.BoolOpt(
+        'allow_consumer_gpu_cliques',
+        default=False,
+        help='Let GeForce and TITAN (consumer) GPUs, and GPUs that the PCI '
+             'ID database does not name, share GPUDirect P2P cliques. Off '
+             'by default: on consumer cards in a VM the NVIDIA driver '
+             'accepts the clique and nvidia-smi topo -p2p r says OK, but '
+             'the peer mapping does not reach the peer, so NCCL hangs and '
+             'copies return wrong data (NVIDIA/nccl#2335). Turn it on only '
+             'after verifying P2P bandwidth and data inside a guest on '
+             'these cards and driver. Also lifts the bar on clique_map '
+             'entries for such GPUs.'),
+    cfg.StrOpt(
+        'pci_ids_file',
+        help='The PCI ID database (pci.ids, as lspci reads it) that names '
+             'the GPUs, so that consumer GPUs get no clique. Unset: the '
+             'first that exists of %s (Debian and Ubuntu: package pci.ids; '
+             'RHEL family: hwdata).' % ', '.join(pci_ids.SEARCH_PATHS)),
     cfg.StrOpt(
         'expander_bus_grouping',
         default='root_complex',

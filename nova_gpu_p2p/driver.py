@@ -333,6 +333,8 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             raise FlavorCannotBeHonoured(reason=plan.refusal.message)
         for note in plan.notes:
             LOG.warning('GPU P2P: %s', note, instance=instance)
+        for line in plan.info:
+            LOG.info('GPU P2P: %s', line, instance=instance)
         if plan.lost:
             self._report_lost(context, instance, plan.lost)
         LOG.info(metadata.summary(plan), instance=instance)

@@ -53,13 +53,17 @@ PARTITION_PREFIX = os_traits.normalize_name('GPU_P2P_PARTITION_')
 
 def p2p_traits(topology: model.HostTopology,
                cliques: cliques_mod.Cliques) -> set[str]:
-    """CUSTOM_GPU_P2P* traits: clique sizes reached, NVLink seen."""
+    """CUSTOM_GPU_P2P* traits: clique sizes reached, NVLink seen.
+
+    GPUs barred from cliques (consumer GPUs) count for none of them.
+    """
     largest = cliques.largest()
     traits = {GPU_P2P_CLIQUE[size] for size in CLIQUE_SIZES
               if largest >= size}
     if largest >= 2:
         traits.add(GPU_P2P)
-    if topology.nvlink_pairs:
+    if any(pair.isdisjoint(cliques.barred)
+           for pair in topology.nvlink_pairs):
         traits.add(GPU_P2P_NVLINK)
     return traits
 

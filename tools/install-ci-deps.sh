@@ -21,25 +21,29 @@
 # what is missing and leaves the choice to the caller: the tests skip
 # unless NOVA_GPU_P2P_REQUIRE_TOOLS=1. gcc, with libc6-dev's headers, builds
 # the tests' stand-in for NVIDIA Fabric Manager's client library
-# (tests/fixtures/nvfm); the tests that load it fail without it.
+# (tests/fixtures/nvfm); the tests that load it fail without it. pci.ids
+# is the PCI ID database the driver names GPUs from: the tests use lines cut
+# from it (harness/pci.ids) and check them against the real file.
 set -euo pipefail
 
-readonly PACKAGES=(libvirt-clients libxml2-utils shellcheck gcc libc6-dev)
+readonly PACKAGES=(libvirt-clients libxml2-utils shellcheck gcc libc6-dev pci.ids)
+readonly WHAT="virt-xml-validate, xmllint, shellcheck, gcc, libc6-dev or pci.ids"
 
 if command -v virt-xml-validate >/dev/null 2>&1 &&
         command -v xmllint >/dev/null 2>&1 &&
         command -v shellcheck >/dev/null 2>&1 &&
         command -v gcc >/dev/null 2>&1 &&
-        [[ -f /usr/include/stdio.h ]]; then
-    echo "install-ci-deps: virt-xml-validate, xmllint, shellcheck, gcc and libc6-dev present"
+        [[ -f /usr/include/stdio.h ]] &&
+        [[ -f /usr/share/misc/pci.ids ]]; then
+    echo "install-ci-deps: virt-xml-validate, xmllint, shellcheck, gcc, libc6-dev and pci.ids present"
     exit 0
 fi
 if [[ "$(id -u)" -ne 0 ]]; then
-    echo "install-ci-deps: not root, not installing ${PACKAGES[*]} (virt-xml-validate, xmllint, shellcheck, gcc or libc6-dev missing)"
+    echo "install-ci-deps: not root, not installing ${PACKAGES[*]} ($WHAT missing)"
     exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-ci-deps: no apt-get, not installing ${PACKAGES[*]} (virt-xml-validate, xmllint, shellcheck, gcc or libc6-dev missing)"
+    echo "install-ci-deps: no apt-get, not installing ${PACKAGES[*]} ($WHAT missing)"
     exit 0
 fi
 

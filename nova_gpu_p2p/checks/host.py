@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 
 from nova_gpu_p2p.checks import acs
+from nova_gpu_p2p.checks import consumer_gpus
 from nova_gpu_p2p.checks import fabric as fabric_mod
 from nova_gpu_p2p.checks import firmware
 from nova_gpu_p2p.checks import numa
@@ -27,6 +28,7 @@ from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import result
 from nova_gpu_p2p.checks import versions as versions_mod
 from nova_gpu_p2p.checks import vfio
+from nova_gpu_p2p.topology import consumer_gpus as consumer_gpus_mod
 from nova_gpu_p2p.topology import host_cliques
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
@@ -49,7 +51,8 @@ def host_checks(topology: model.HostTopology,
                 root: str = '/',
                 bindings: model.HostTopology | None = None,
                 pci: placement.PciSettings | None = None,
-                fabric: fabric_mod.FabricFacts | None = None
+                fabric: fabric_mod.FabricFacts | None = None,
+                kinds: consumer_gpus_mod.GpuKinds | None = None
                 ) -> list[result.Check]:
     """Every check, in the order an operator fixes things.
 
@@ -60,9 +63,13 @@ def host_checks(topology: model.HostTopology,
         was read, and then scheduling is not judged.
     :param fabric: an HGX host's Fabric Manager facts; None elsewhere, or
         for a capture.
+    :param kinds: which GPUs are consumer GPUs; None: every GPU may have a
+        clique, and no row for it.
     """
     bindings = bindings if bindings is not None else topology
-    cliques = host_cliques.assign(topology, level, acs_policy, clique_map)
+    barred = kinds.barred if kinds is not None else {}
+    cliques = host_cliques.assign(topology, level, acs_policy, clique_map,
+                                  barred)
     numa_traits: set[str] = set()
     if versions.libvirt is not None and versions.qemu is not None:
         numa_traits = traits_mod.numa_affinity(topology, versions.libvirt,
@@ -80,11 +87,17 @@ def host_checks(topology: model.HostTopology,
     else:
         checks.extend(fabric_mod.check_fabric(fabric, topology, bindings,
                                               pci))
+    if kinds is not None:
+        checks.extend(consumer_gpus.check_consumer_gpus(kinds))
     checks.extend(p2p_level.check_p2p_level(
-        topology, level, acs_policy, clique_map, numa_traits, sysfs_root))
+        topology, level, acs_policy, clique_map, numa_traits, sysfs_root,
+        barred))
     if pci is not None:
         checks.extend(placement.check_placement(topology, cliques, pci))
-    checks.extend(check_findings(topology.findings + cliques.findings))
+    # The consumer GPUs line says why those GPUs have no clique.
+    said = set(host_cliques.why_barred(barred))
+    checks.extend(check_findings(
+        f for f in topology.findings + cliques.findings if f not in said))
     return checks
 
 

@@ -68,17 +68,21 @@ def check_p2p_level(topology: model.HostTopology,
                     acs_policy: link_class.AcsPolicy,
                     clique_map: Mapping[str, int] | None = None,
                     extra_traits: Iterable[str] = (),
-                    sysfs_root: str | None = '/sys') -> list[result.Check]:
+                    sysfs_root: str | None = '/sys',
+                    barred: Mapping[str, str] | None = None
+                    ) -> list[result.Check]:
     """The cliques ``p2p_level`` gives, and what another level would give.
 
     :param extra_traits: traits decided elsewhere (NUMA affinity), to show
         the whole set the host would report.
     :param sysfs_root: where GPUs were looked for, see :func:`no_gpu`.
+    :param barred: GPUs that may have no clique (consumer GPUs), and why.
     """
     gpus = topology.gpus()
     if not gpus:
         return [no_gpu(topology, sysfs_root)]
-    cliques = host_cliques.assign(topology, level, acs_policy, clique_map)
+    cliques = host_cliques.assign(topology, level, acs_policy, clique_map,
+                                  barred)
     groups = cliques.with_id()
     largest = cliques.largest()
     alone = cliques.without_id()
@@ -90,7 +94,7 @@ def check_p2p_level(topology: model.HostTopology,
                               and not topology.nvlink_pairs):
             continue
         size = host_cliques.assign(topology, other, acs_policy,
-                                   clique_map).largest()
+                                   clique_map, barred).largest()
         if size >= 2 and other > level and nearest_with_clique is None:
             nearest_with_clique = other
         if size != largest:
@@ -110,6 +114,8 @@ def check_p2p_level(topology: model.HostTopology,
     fix = ('raise [gpu_p2p] p2p_level to %s if P2P over that path is fast '
            'enough for your workloads' % nearest_with_clique.name
            if nearest_with_clique is not None else
+           'no level gives a clique: check the consumer GPUs line above'
+           if len(cliques.barred) >= len(gpus) - 1 else
            'no level gives a clique: check the ACS lines above')
     return [result.warning(subject, message + ': P2P flavors do not '
                            'land here', fix)]

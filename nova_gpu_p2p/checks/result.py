@@ -45,6 +45,7 @@ class Doc(str, enum.Enum):
     FM_MODE = 'Fabric Manager mode'
     FM_UNREACHABLE = 'Fabric Manager unreachable'
     FM_MODULE_IDS = 'GPU module IDs unknown'
+    CONSUMER_GPUS = 'Consumer GPUs'
 
 
 def see(section: Doc) -> str:

@@ -26,6 +26,7 @@ from nova_gpu_p2p.checks import report
 from nova_gpu_p2p.checks import versions
 from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import sysfs
 
@@ -82,7 +83,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         checks = host.host_checks(
             topology, host_versions, level, policy, dict(group.clique_map),
             sysfs_root=sources.sysfs_read(args, opts), root=args.root,
-            bindings=bindings, pci=pci, fabric=facts)
+            bindings=bindings, pci=pci, fabric=facts,
+            kinds=discovery.gpu_kinds(topology, opts))
     if args.json:
         print(report.to_json(checks))
     else:

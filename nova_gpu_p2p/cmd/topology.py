@@ -22,6 +22,7 @@ from nova_gpu_p2p.checks import p2p_level
 from nova_gpu_p2p.checks import result as check_result
 from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p import device_spec
+from nova_gpu_p2p.topology import consumer_gpus
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p import traits
@@ -61,11 +62,12 @@ def to_json(result: discovery.HostGPUs, level: str, acs_policy: str,
         'p2p_level': level,
         'acs_policy': acs_policy,
         'config_files': list(config_files or ()),
-        'gpus': [{'address': g.address, 'numa_node': g.numa_node,
-                  'root_complex': g.root_complex,
-                  'clique': result.cliques.ids[g.address],
-                  'device': '0x%04x' % g.device, 'driver': g.driver,
-                  'iommu_group': g.iommu_group}
+        'gpus': [dict(_model(result, g.address),
+                      address=g.address, numa_node=g.numa_node,
+                      root_complex=g.root_complex,
+                      clique=result.cliques.ids[g.address],
+                      device='0x%04x' % g.device, driver=g.driver,
+                      iommu_group=g.iommu_group)
                  for g in gpus],
         'nics': [{'address': f.address, 'numa_node': f.numa_node,
                   'root_complex': f.root_complex}
@@ -78,6 +80,30 @@ def to_json(result: discovery.HostGPUs, level: str, acs_policy: str,
         'config_space_read': topology.config_space_read,
         'findings': list(topology.findings + result.cliques.findings),
     }
+
+
+#: --json's ``consumer`` per GPU kind: null where unknown.
+_CONSUMER = {consumer_gpus.Kind.CONSUMER: True,
+             consumer_gpus.Kind.PROFESSIONAL: False,
+             consumer_gpus.Kind.UNKNOWN: None}
+
+
+def _model(result: discovery.HostGPUs, address: str) -> dict:
+    """A GPU's name, whether it is a consumer GPU, why it has no clique."""
+    found = result.kinds.models.get(address)
+    return {'name': found.name if found else None,
+            'consumer': _CONSUMER[found.kind] if found else None,
+            'no_clique': result.cliques.barred.get(address)}
+
+
+def _clique(gpu: dict) -> str:
+    """The matrix's clique column: the ID or '-', consumer GPUs marked."""
+    text = '-' if gpu['clique'] is None else str(gpu['clique'])
+    if gpu['consumer']:
+        return text + ' (consumer GPU)'
+    if gpu['no_clique']:
+        return text + ' (unknown GPU)'
+    return text
 
 
 def _numa(node: int | None) -> str:
@@ -131,8 +157,7 @@ def render_matrix(report: dict) -> str:
         lines.append('%-6s' % labels[i] + ''.join('%-7s' % c for c in cells)
                      + '%-14s %-5s %-12s %s' % (
                          gpu['address'], _numa(gpu['numa_node']),
-                         gpu['root_complex'],
-                         '-' if gpu['clique'] is None else gpu['clique']))
+                         gpu['root_complex'], _clique(gpu)))
     lines.append('')
     legend = 'p2p_level=%s acs_policy=%s (%s)' % (
         report['p2p_level'], report['acs_policy'],

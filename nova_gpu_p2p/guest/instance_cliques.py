@@ -28,6 +28,11 @@ property on anything else):
   plan carries the reason, naming the GPUs and their link.
 * a fixed ID: every GPU gets it, as the operator asserted; where the
   topology disagrees a warning says so.
+
+A GPU the host bars from cliques (a consumer GPU, see
+:mod:`~nova_gpu_p2p.topology.consumer_gpus`) gets no ID in any mode: for
+``auto`` that is an informational note, for a fixed ID a warning, and
+``required`` is refused naming why.
 """
 
 from collections.abc import Callable
@@ -47,6 +52,8 @@ class CliquePlan:
 
     ids: dict[str, int] = dataclasses.field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    #: What is as designed but worth saying: GPUs barred from cliques.
+    info: tuple[str, ...] = ()
     #: Why ``required`` cannot be honoured on this host; None when it can.
     refusal: str | None = None
 
@@ -82,17 +89,21 @@ def plan(request: extra_specs.CliqueRequest, gpus: Sequence[str],
     """Apply the rule above to the instance's NVIDIA GPU addresses."""
     if request.mode is extra_specs.CliqueMode.NONE or not gpus:
         return CliquePlan()
-    groups, unknown = _split(gpus, host)
-    together = len(groups) <= 1 and not unknown
+    barred = host_cliques.why_barred(
+        {a: host.barred[a] for a in gpus if a in host.barred})
+    allowed = [a for a in gpus if a not in host.barred]
+    groups, unknown = _split(allowed, host)
+    apart = len(groups) > 1 or bool(unknown)
     if request.mode is extra_specs.CliqueMode.FIXED:
-        warnings = ()
-        if not together:
-            warnings = ('%s=%d puts %s in one clique, but the host topology '
-                        'disagrees: %s' % (
-                            extra_specs.CLIQUE_KEY, request.clique_id,
-                            ', '.join(sorted(gpus)),
-                            _why_apart(groups, unknown, link, level)),)
-        return CliquePlan(ids={a: request.clique_id for a in gpus},
+        # Asked for by ID, so worth a warning even for one GPU.
+        warnings = tuple(barred)
+        if apart:
+            warnings += ('%s=%d puts %s in one clique, but the host topology '
+                         'disagrees: %s' % (
+                             extra_specs.CLIQUE_KEY, request.clique_id,
+                             ', '.join(sorted(allowed)),
+                             _why_apart(groups, unknown, link, level)),)
+        return CliquePlan(ids={a: request.clique_id for a in allowed},
                           warnings=warnings)
     ids = {}
     next_id = 0
@@ -100,13 +111,23 @@ def plan(request: extra_specs.CliqueRequest, gpus: Sequence[str],
         if len(group) > 1:
             ids.update((address, next_id) for address in group)
             next_id += 1
-    if together:
+    if len(gpus) < 2:
+        # One GPU has no peer: nothing was promised, nothing withheld.
+        barred = []
+    if not apart and not barred:
         return CliquePlan(ids=ids)
-    reason = ('GPUs %s cannot form one P2P clique on this host: %s'
-              % (', '.join(sorted(gpus)),
-                 _why_apart(groups, unknown, link, level)))
     if request.mode is extra_specs.CliqueMode.REQUIRED:
-        return CliquePlan(ids=ids, refusal=reason)
+        return CliquePlan(ids=ids, refusal=_not_one(gpus, '; '.join(
+            barred or [_why_apart(groups, unknown, link, level)])))
     # auto: several cliques are an answer, not a problem; only a GPU the
     # topology does not know deserves a warning.
-    return CliquePlan(ids=ids, warnings=(reason,) if unknown else ())
+    warnings = ()
+    if unknown:
+        warnings = (_not_one(allowed,
+                             _why_apart(groups, unknown, link, level)),)
+    return CliquePlan(ids=ids, info=tuple(barred), warnings=warnings)
+
+
+def _not_one(gpus: Sequence[str], why: str) -> str:
+    return ('GPUs %s cannot form one P2P clique on this host: %s'
+            % (', '.join(sorted(gpus)), why))

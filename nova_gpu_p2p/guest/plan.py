@@ -128,6 +128,9 @@ class GuestPlan:
     guest_topology: str | None = None
     #: Warnings and fallbacks, each saying what to change.
     notes: tuple[str, ...] = ()
+    #: What the host withholds by design, worth an INFO line: GPUs
+    #: barred from cliques under ``auto``.
+    info: tuple[str, ...] = ()
     #: What ``required`` asked for that this existing server goes
     #: without, and why: each would have refused a new build.
     lost: tuple[str, ...] = ()
@@ -163,6 +166,7 @@ class _Decision:
         self.facts = facts
         self.options = options
         self.notes: list[str] = []
+        self.info: list[str] = []
         self.lost: list[str] = []
         self.refusal: Refusal | None = None
 
@@ -225,7 +229,8 @@ class _Decision:
         if self.refusal:
             changes = {'refusal': self.refusal}
         return GuestPlan(request=self.request, devices=self.devices,
-                         notes=tuple(self.notes), lost=tuple(self.lost),
+                         notes=tuple(self.notes), info=tuple(self.info),
+                         lost=tuple(self.lost),
                          **changes)
 
     def cliques(self, required: bool) -> dict[str, int]:
@@ -268,6 +273,7 @@ class _Decision:
                 required=True, reschedule=True):
             return {}
         self.notes.extend(result.warnings)
+        self.info.extend('%s: %s' % (key, line) for line in result.info)
         return result.ids
 
     def buses(self, required: bool

@@ -25,9 +25,11 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import consumer_gpus
 from nova_gpu_p2p.topology import host_cliques as cliques_mod
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import pci_ids
 
 LOG = logging.getLogger(__name__)
 
@@ -40,6 +42,8 @@ class HostGPUs:
     cliques: cliques_mod.Cliques
     #: Why discovery failed; None when it worked.
     error: str | None = None
+    #: Each NVIDIA GPU's name and kind (consumer or not).
+    kinds: consumer_gpus.GpuKinds = consumer_gpus.GpuKinds()
     #: Link classes already computed for this topology, so that guest
     #: builds between two discoveries do not walk the tree again.
     _links: dict = dataclasses.field(default_factory=dict, compare=False,
@@ -57,13 +61,26 @@ class HostGPUs:
 
 def evaluate(topology: model.HostTopology, conf: cfg.ConfigOpts,
              level: link_class.LinkClass | None = None) -> HostGPUs:
-    """Apply ``[gpu_p2p]`` (level, ACS policy, clique_map) to a topology."""
+    """Apply ``[gpu_p2p]`` (level, ACS policy, clique_map) to a topology.
+
+    Reads the PCI ID database once, for which GPUs may have a clique.
+    """
     group = conf.gpu_p2p
-    return HostGPUs(topology=topology, cliques=cliques_mod.assign(
-        topology,
-        level or link_class.LinkClass[group.p2p_level],
-        link_class.AcsPolicy(group.acs_policy),
-        dict(group.clique_map)))
+    kinds = gpu_kinds(topology, conf)
+    return HostGPUs(topology=topology, kinds=kinds,
+                    cliques=cliques_mod.assign(
+                        topology,
+                        level or link_class.LinkClass[group.p2p_level],
+                        link_class.AcsPolicy(group.acs_policy),
+                        dict(group.clique_map), kinds.barred))
+
+
+def gpu_kinds(topology: model.HostTopology,
+              conf: cfg.ConfigOpts) -> consumer_gpus.GpuKinds:
+    """Which GPUs are consumer GPUs, and which may have no clique."""
+    group = conf.gpu_p2p
+    return consumer_gpus.judge(topology, pci_ids.read(group.pci_ids_file),
+                               group.allow_consumer_gpu_cliques)
 
 
 def discover(conf: cfg.ConfigOpts,

@@ -16,6 +16,9 @@
 
 The rule, chosen so the answer is stable across restarts and explainable:
 
+0. A GPU that may not be promised P2P (a consumer or unknown GPU, see
+   :mod:`~nova_gpu_p2p.topology.consumer_gpus`) is a group of its own
+   with no ID, even where ``clique_map`` names it.
 1. GPUs named in ``[gpu_p2p] clique_map`` take the operator's ID.
 2. The other NVIDIA GPUs are taken in PCI address order. Each GPU not yet
    in a group starts one and then admits, again in address order, every
@@ -51,6 +54,8 @@ class Cliques:
     #: Clique ID of every NVIDIA GPU; None for a GPU without one.
     ids: dict[str, int | None]
     findings: tuple[str, ...] = ()
+    #: GPUs barred from any clique (rule 0), and why.
+    barred: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def with_id(self) -> tuple[tuple[str, ...], ...]:
         """The groups of two or more GPUs that carry a clique ID.
@@ -68,6 +73,16 @@ class Cliques:
     def without_id(self) -> list[str]:
         """GPUs with no clique ID: lone ones and groups past the 16th."""
         return sorted(a for a, clique in self.ids.items() if clique is None)
+
+
+def why_barred(barred: Mapping[str, str]) -> list[str]:
+    """One line per reason: which GPUs get no clique (rule 0), and why."""
+    by_reason: dict[str, list[str]] = {}
+    for address, why in sorted(barred.items()):
+        by_reason.setdefault(why, []).append(address)
+    return ['%s get%s no clique: %s' % (
+        ', '.join(addresses), 's' if len(addresses) == 1 else '', why)
+        for why, addresses in by_reason.items()]
 
 
 def group_gpus(addresses: Iterable[str],
@@ -88,17 +103,23 @@ def group_gpus(addresses: Iterable[str],
 def assign(topology: model.HostTopology,
            level: link_class.LinkClass,
            acs_policy: link_class.AcsPolicy = link_class.AcsPolicy.ROUTE,
-           clique_map: Mapping[str, int] | None = None) -> Cliques:
-    """Apply the rule above to the host's NVIDIA GPUs."""
+           clique_map: Mapping[str, int] | None = None,
+           barred: Mapping[str, str] | None = None) -> Cliques:
+    """Apply the rule above to the host's NVIDIA GPUs.
+
+    :param barred: GPU address -> why it may have no clique (rule 0).
+    """
     clique_map = dict(clique_map or {})
     gpus = [gpu.address for gpu in topology.gpus()]
+    barred = {a: why for a, why in (barred or {}).items() if a in gpus}
     findings = ['clique_map names %s, which is not an NVIDIA GPU on this '
                 'host; ignored' % address
                 for address in sorted(set(clique_map) - set(gpus))]
-    ids: dict[str, int | None] = {}
+    findings.extend(why_barred(barred))
+    ids: dict[str, int | None] = {address: None for address in barred}
     fixed: dict[int, list[str]] = {}
     for address in gpus:
-        if address in clique_map:
+        if address in clique_map and address not in barred:
             ids[address] = clique_map[address]
             fixed.setdefault(clique_map[address], []).append(address)
 
@@ -114,8 +135,9 @@ def assign(topology: model.HostTopology,
                             'host level' % (len(CLIQUE_IDS), ', '.join(group)))
         for address in group:
             ids[address] = clique_id
-    all_groups = [sorted(members) for members in fixed.values()] + groups
+    all_groups = ([sorted(members) for members in fixed.values()] + groups
+                  + [[address] for address in barred])
     all_groups.sort(key=lambda g: g[0])
     return Cliques(groups=tuple(tuple(g) for g in all_groups),
                    ids={a: ids[a] for a in gpus},
-                   findings=tuple(findings))
+                   findings=tuple(findings), barred=barred)

@@ -128,7 +128,10 @@ def xml_problems(outcome: corpus_xml.Outcome,
     kind = outcome.kind
     if kind.clique == 'none' and cliques:
         problems.append('clique none, yet cliques %s' % cliques)
-    if kind.clique.isdigit():
+    consumer = hosts.EXPECTED[outcome.host].consumer
+    if consumer and cliques:
+        problems.append('consumer GPUs, yet cliques %s' % cliques)
+    if kind.clique.isdigit() and not consumer:
         gpus = [a for a in sources if a in hosts.EXPECTED[
             outcome.host].addresses]
         if {a: cliques.get(a) for a in gpus} != dict.fromkeys(

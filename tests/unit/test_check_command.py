@@ -97,6 +97,10 @@ EXPECTED = {
                             (WARN, 'p2p_level PXB')],
     'large-16gpu-8numa': [],
     'pcie-2level-switch-pxb': [],
+    # Two GeForce RTX 4090s: no clique, so no P2P flavor lands here.
+    'geforce-switch-pair': [(WARN, 'consumer GPUs'),
+                            (WARN, 'p2p_level PXB')],
+    'ada-switch-pair': [],
 }
 
 
@@ -392,7 +396,7 @@ class TestCheckCLI(CheckCLIBase):
                              ''.join(details.split()))
         self.assertIn('| Check: 0000:c1:00.0', table)
         self.assertIn('| Result: Failure', table)
-        self.assertEqual('Failure: 1, Warning: 1, Success: 7', lines_[-1])
+        self.assertEqual('Failure: 1, Warning: 1, Success: 8', lines_[-1])
 
     def test_json_is_what_oslo_prints(self):
         """The same object oslo.upgradecheck prints for --json."""

@@ -67,7 +67,8 @@ class TestDefaults(ConfTestCase):
              'guest_numa_distances', 'pcihole64', 'guest_topology',
              'clique_fit_weight_multiplier', 'report_traits',
              'fabric_manager_address', 'fabric_manager_library',
-             'module_id_file'},
+             'module_id_file', 'allow_consumer_gpu_cliques',
+             'pci_ids_file'},
             {opt.dest for opt in opts})
         for opt in opts:
             self.assertTrue(opt.help, opt.dest)

@@ -118,6 +118,8 @@ OPTION_VALUES = {
     'fabric_manager_address': '10.0.0.5:6666',
     'fabric_manager_library': '/opt/nvidia/libnvfm.so.1',
     'module_id_file': '/srv/module_ids.json',
+    'allow_consumer_gpu_cliques': 'True',
+    'pci_ids_file': '/usr/share/hwdata/pci.ids',
 }
 PCI = {'GPU_P2P_ALIAS': 'h100', 'GPU_P2P_PRODUCT_ID': '2330'}
 BROAD_SPEC = '{"vendor_id":"10de","product_id":"2330"}'
