@@ -23,14 +23,19 @@ import fixtures
 import testtools
 
 import harness
+from harness import decision_quality
+from nova_gpu_p2p.checks import consumer_gpus as check
+from nova_gpu_p2p.checks import result
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import instance_cliques
 from nova_gpu_p2p.topology import consumer_gpus as cg
+from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import pci_ids
 from nova_gpu_p2p import traits
+from tests.fixtures import hosts
 from tests.unit import test_cli
 from tests.unit import test_corpus
 
@@ -356,3 +361,83 @@ class TestCLI(testtools.TestCase):
                          [(g['clique'], g['consumer'], g['no_clique'])
                           for g in report['gpus']])
         self.assertIn('CUSTOM_GPU_P2P_CLIQUE_2', report['traits'])
+
+
+class TestDiscovery(testtools.TestCase):
+
+    def test_the_database_is_read_once_per_discovery(self):
+        opts = test_corpus.make_conf(
+            sysfs_root=test_corpus.tree('geforce-switch-pair'))
+        reads = self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.topology.pci_ids.read',
+            side_effect=pci_ids.read)).mock
+        found = discovery.discover(opts)
+        self.assertEqual(1, reads.call_count)
+        self.assertEqual([A, B], found.kinds.of_kind(cg.Kind.CONSUMER))
+        self.assertEqual({A: None, B: None}, found.cliques.ids)
+        discovery.discover(opts, found)
+        self.assertEqual(2, reads.call_count)
+
+    def test_a_new_bar_is_logged_once_across_updates(self):
+        log = self.useFixture(fixtures.FakeLogger())
+        opts = test_corpus.make_conf(
+            sysfs_root=test_corpus.tree('geforce-switch-pair'))
+        found = discovery.discover(opts)
+        discovery.discover(opts, found)
+        self.assertEqual(1, log.output.count('is a consumer GPU'))
+
+
+class TestCheckRow(testtools.TestCase):
+    """check's consumer GPUs line: what it found, and the fix."""
+
+    def kinds(self, *devices, database=None, allow=False):
+        return cg.judge(_host(*devices), database or fixture_db(), allow)
+
+    def test_professional_only(self):
+        self.assertEqual([result.success(
+            check.SUBJECT, 'none: every GPU is a professional or '
+            'data-center GPU (names from %s)' % harness.PCI_IDS)],
+            check.check_consumer_gpus(self.kinds(H100, L40S)))
+
+    def test_consumer_gpus_need_no_fix_but_say_why(self):
+        [row] = check.check_consumer_gpus(self.kinds(RTX4090, RTX4090))
+        self.assertEqual(result.Code.WARNING, row.code)
+        self.assertEqual(
+            'consumer GPUs %s, %s (AD102 [GeForce RTX 4090] (10de:2684)) '
+            'get no clique and no P2P trait, so P2P flavors do not get '
+            'them' % (A, B), row.message)
+        self.assertIn('see troubleshooting: Consumer GPUs', row.fix)
+
+    def test_unknown_gpus_name_the_package(self):
+        missing = pci_ids.read('/nonexistent/pci.ids')
+        [row] = check.check_consumer_gpus(
+            self.kinds(H100, database=missing))
+        self.assertIn('GPUs not named by the PCI ID database %s '
+                      '(10de:2330) (cannot read the PCI ID database '
+                      '/nonexistent/pci.ids' % A, row.message)
+        self.assertEqual('install or update the PCI ID database (see '
+                         'troubleshooting: Consumer GPUs), or name it with '
+                         '[gpu_p2p] pci_ids_file', row.fix)
+
+    def test_allowed_stays_a_warning(self):
+        [row] = check.check_consumer_gpus(
+            self.kinds(RTX4090, B200, allow=True))
+        self.assertEqual(result.Code.WARNING, row.code)
+        self.assertIn('may share cliques: [gpu_p2p] '
+                      'allow_consumer_gpu_cliques = true', row.message)
+        self.assertIn('10de:2901', row.message)
+
+    def test_no_gpu_no_row(self):
+        self.assertEqual([], check.check_consumer_gpus(self.kinds()))
+
+
+class TestBenchTruth(testtools.TestCase):
+
+    def test_no_pair_of_consumer_gpus_is_p2p_capable(self):
+        """So the wrapper's clique on them counts as a false one."""
+        self.assertEqual(frozenset(), decision_quality.host_truth(
+            hosts.EXPECTED['geforce-switch-pair'], {}).p2p_pairs)
+        self.assertEqual(frozenset({frozenset((A, B))}),
+                         decision_quality.host_truth(
+                             hosts.EXPECTED['ada-switch-pair'],
+                             {}).p2p_pairs)
