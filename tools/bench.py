@@ -72,6 +72,7 @@ from nova_gpu_p2p import privsep  # noqa: E402
 from nova_gpu_p2p.scheduler import clique_fit  # noqa: E402
 from nova_gpu_p2p.topology import discovery  # noqa: E402
 from nova_gpu_p2p.topology import pci_config  # noqa: E402
+from nova_gpu_p2p.topology import pci_ids  # noqa: E402
 from nova_gpu_p2p.topology import sysfs  # noqa: E402
 from tests.fixtures import fake_fm  # noqa: E402
 from tests.fixtures import hosts  # noqa: E402
@@ -133,6 +134,18 @@ def _discovery(name: str) -> Callable[[], Callable[[], object]]:
 
 for _name in hosts.HOSTS:
     BENCHMARKS['discovery[%s]' % _name] = _discovery(_name)
+
+
+@benchmark
+def pci_ids_read_system() -> Callable[[], object]:
+    """The PCI ID database read each discovery adds on a real host.
+
+    This machine's database (the first of pci_ids.SEARCH_PATHS:
+    /usr/share/misc/pci.ids with Debian's package pci.ids), read once per
+    discovery to tell consumer GPUs; discovery[host] reads the tests' few
+    lines (harness/pci.ids) instead.
+    """
+    return lambda: pci_ids.read()
 
 
 #: Our guest XML against Nova's LibvirtDriver on the same instance: an
