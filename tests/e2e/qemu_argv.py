@@ -355,11 +355,14 @@ def topology_problems(
 def clique_problems(
         expected: Expectations, clique: str,
         gpus: collections.abc.Collection[str],
-        link: collections.abc.Callable[[str, str], str]) -> list[str]:
+        link: collections.abc.Callable[[str, str], str],
+        consumer: bool = False) -> list[str]:
     """The cliques against ``hw:gpu_p2p_clique`` and the host's links.
 
     :param gpus: the host's NVIDIA display-class functions.
     :param link: the corpus' link class of two GPUs (``PIX``..``SYS``).
+    :param consumer: the GPUs are GeForce or TITAN cards: no clique at all,
+        whatever the flavor asks.
     """
     problems = []
     got = {s: h.clique for s, h in expected.hostdevs.items()}
@@ -368,7 +371,10 @@ def clique_problems(
         if got[source] is not None:
             problems.append('clique %s on %s, not an NVIDIA GPU'
                             % (got[source], source))
-    if clique == 'none':
+    if consumer:
+        problems.extend('clique %s on %s, a consumer GPU' % (got[s], s)
+                        for s in mine if got[s] is not None)
+    elif clique == 'none':
         problems.extend('clique %s on %s, the flavor asks none'
                         % (got[s], s) for s in mine if got[s] is not None)
     elif clique.isdigit():

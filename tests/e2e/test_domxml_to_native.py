@@ -191,7 +191,8 @@ class DomXMLToNativeTest(testtools.TestCase):
             expected, host_node, root_complex, kind.affinity))
         oracle = hosts.EXPECTED[name]
         problems.extend(qemu_argv.clique_problems(
-            expected, kind.clique, oracle.addresses, oracle.link))
+            expected, kind.clique, oracle.addresses, oracle.link,
+            oracle.consumer))
         return problems
 
     def check_host(self, name: str) -> None:

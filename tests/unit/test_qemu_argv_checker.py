@@ -346,6 +346,12 @@ class TestCliqueChecker(testtools.TestCase):
         self.assertIn('clique 0 on 0000:03:00.0, the flavor asks none',
                       self.problems('none'))
 
+    def test_any_clique_on_consumer_gpus(self):
+        problems = qemu_argv.clique_problems(
+            qemu_argv.expectations(XML), 'auto', GPUS, link, consumer=True)
+        self.assertIn('clique 0 on 0000:03:00.0, a consumer GPU', problems)
+        self.assertNotIn('0000:83:00.0', ' '.join(problems))
+
     def test_far_gpus_share_a_clique(self):
         xml = edit(XML, '</qemu:override>', '''
     <qemu:device alias="ua-gpu-p2p-0000-83-00-0"><qemu:frontend>
