@@ -80,6 +80,7 @@ import sqlalchemy
 
 import harness
 from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.scheduler import clique_fit
@@ -253,9 +254,11 @@ def luck_cases(seeds: int = 8) -> list[Case]:
     return cases
 
 
-def flavor_request(request: int) -> flavor_commands.FlavorRequest:
+def flavor_request(request: int, numa_nodes: int = 1
+                   ) -> flavor_commands.FlavorRequest:
     """The flavor ``nova-gpu-p2p flavor --gpus <request>`` prints."""
-    return flavor_commands.FlavorRequest(gpus=request, alias=ALIAS['name'])
+    return flavor_commands.FlavorRequest(gpus=request, alias=ALIAS['name'],
+                                         numa_nodes=numa_nodes)
 
 
 @contextlib.contextmanager
@@ -282,13 +285,24 @@ def _nova_config(limit: int | None = None,
             pci_request.get_alias_from_config.cache_clear()
 
 
-def _request_spec(request: int) -> 'objects.RequestSpec':
-    """Nova's RequestSpec for the documented flavor, under _nova_config."""
-    wanted = flavor_request(request)
+def _request_spec(request: int, required: bool = True,
+                  numa_nodes: int = 1) -> 'objects.RequestSpec':
+    """Nova's RequestSpec for the documented flavor, under _nova_config.
+
+    :param required: False: the same flavor without its clique keys (no
+        ``hw:gpu_p2p_clique``, no clique-size trait).
+    :param numa_nodes: ``--numa-nodes`` of ``nova-gpu-p2p flavor``.
+    """
+    wanted = flavor_request(request, numa_nodes)
+    specs = flavor_commands.properties(wanted)
+    if not required:
+        specs = {key: value for key, value in specs.items()
+                 if key != extra_specs.CLIQUE_KEY
+                 and not key.startswith('trait:%s' % traits.GPU_P2P)}
     flavor = objects.Flavor(
         vcpus=wanted.vcpu_count, memory_mb=wanted.ram,
         root_gb=wanted.disk_gb, ephemeral_gb=0, swap=0,
-        extra_specs=flavor_commands.properties(wanted))
+        extra_specs=specs)
     image = objects.ImageMeta.from_dict({})
     spec = objects.RequestSpec(
         flavor=flavor, is_bfv=False, image=image, requested_resources=[],
@@ -535,19 +549,22 @@ def _host_numa() -> 'objects.NUMATopology':
 
 
 def _scheduler_host(layout: Layout, candidates: Sequence[Sequence[int]],
-                    spec: 'objects.RequestSpec') -> host_manager.HostState:
+                    spec: 'objects.RequestSpec',
+                    busy: Sequence[int] = ()) -> host_manager.HostState:
     """A GPU host as nova-scheduler sees it, with these candidates.
 
     One PCI pool per GPU with its provider UUID and clique tag, as the
-    compute reports them with PCI in placement; each candidate maps
-    Nova's request groups to the GPUs at those indices.
+    compute reports them with PCI in placement (none free for the
+    ``busy`` GPUs); each candidate maps Nova's request groups to the GPUs
+    at those indices.
     """
     numa = _host_numa()
     providers = [str(uuid.uuid5(NAMESPACE, gpu_name(0, gpu)))
                  for gpu in range(layout.gpus)]
     pools = objects.PciDevicePoolList(objects=[objects.PciDevicePool(
         vendor_id=ALIAS['vendor_id'], product_id=ALIAS['product_id'],
-        numa_node=gpu * SOCKETS // layout.gpus, count=1,
+        numa_node=gpu * SOCKETS // layout.gpus,
+        count=0 if gpu in busy else 1,
         tags={'dev_type': ALIAS['device_type'], 'rp_uuid': providers[gpu],
               device_spec.CLIQUE_TAG: str(layout.clique_of(gpu))})
         for gpu in range(layout.gpus)])

@@ -57,6 +57,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 
 from oslo_config import cfg  # noqa: E402
 
+from harness import cloud_filters  # noqa: E402
 from harness import cloud_runner  # noqa: E402
 if '--child' not in sys.argv:
     # The in-process clouds need it; the privsep and stall children
@@ -613,6 +614,44 @@ def print_clique_scheduling(result: dict) -> None:
 
 
 #: NVLink given on the HGX host with Fabric Manager, per strategy.
+CLOUD_FILTERS = 'scheduling_at_cloud_size'
+CLOUD_HOSTS = (10, 50, 100)
+
+
+def scheduling_at_cloud_size() -> dict:
+    """Nova's candidate filters at 10, 50, 100 hosts: stock and ours.
+
+    harness/cloud_filters.py: the candidates placement returns under the
+    recommended settings, Nova's PciPassthroughFilter and
+    NUMATopologyFilter over all of them (stock, per-candidate time x
+    candidates) or over what GPUP2PCliqueFilter keeps with the default
+    [gpu_p2p] candidates_per_host (ours, timed).
+    """
+    keep = {opt.dest: opt.default for opt in conf.OPTS}[
+        'candidates_per_host']
+    return {'keep': keep, 'cap': cloud_filters.CAP,
+            'rows': [cloud_filters.run(case, keep)
+                     for case in cloud_filters.cases(CLOUD_HOSTS)]}
+
+
+def print_scheduling_at_cloud_size(result: dict) -> None:
+    print('\nScheduling at cloud size: Nova\'s candidate filters per '
+          'request (harness/cloud_filters.py; placement cap %d shared '
+          'breadth-first, half the hosts with two GPUs of clique 0 in use; '
+          'shape/GPUs/flavor/hosts; stock = Nova\'s filters over every '
+          'candidate; ours = GPUP2PCliqueFilter, candidates_per_host %d, '
+          'then Nova\'s)' % (result['cap'], result['keep']))
+    print('  %-26s %10s %7s %9s %8s %8s %12s %8s' % (
+        'case', 'candidates', 'handed', 'stock s', 'ours s', 'fitting',
+        'fitting kept', 'all NK'))
+    for row in result['rows']:
+        print('  %-26s %10d %7d %9.1f %8.2f %8d %12d %8d' % (
+            row['case'], row['candidates'], row['handed_on'],
+            row['stock_seconds'], row['ours_seconds'],
+            row['hosts_fitting'], row['hosts_kept'],
+            row['hosts_rejected_all']))
+
+
 FABRIC = 'fabric_nvlink'
 FABRIC_CLOUD = 'fabric_bench_cloud.FabricBenchCloud'
 FABRIC_TITLES = {'nvlink_pairs': 'NVLink pairs (goal 100%)',
@@ -1061,7 +1100,7 @@ def main(argv: list[str]) -> int:
               SCALE: guest_xml_scale, FABRIC: fabric_nvlink}
     children = {PRIVSEP: privsep_reads, STALL: greenthread_stall}
     known = (set(BENCHMARKS) | set(clouds) | set(children)
-             | {MEMORY, SCHEDULING})
+             | {MEMORY, SCHEDULING, CLOUD_FILTERS})
     unknown = set(args.names) - known
     if unknown:
         parser.error('unknown benchmark(s): %s; known: %s' % (
@@ -1074,6 +1113,8 @@ def main(argv: list[str]) -> int:
         results[MEMORY] = topology_memory()
     if SCHEDULING in names:
         results[SCHEDULING] = clique_scheduling()
+    if CLOUD_FILTERS in names:
+        results[CLOUD_FILTERS] = scheduling_at_cloud_size()
     for name, run in children.items():
         if name in names:
             results[name] = run()
@@ -1099,6 +1140,8 @@ def main(argv: list[str]) -> int:
         print_topology_memory(results[MEMORY], results)
     if SCHEDULING in results:
         print_clique_scheduling(results[SCHEDULING])
+    if CLOUD_FILTERS in results:
+        print_scheduling_at_cloud_size(results[CLOUD_FILTERS])
     if FABRIC in results:
         print_fabric_nvlink(results[FABRIC])
     if PRIVSEP in results:

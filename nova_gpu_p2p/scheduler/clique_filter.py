@@ -12,24 +12,31 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Keep only the allocation candidates whose GPUs form one clique.
+"""Hand Nova's filters few, good allocation candidates per host.
 
-For a flavor with ``hw:gpu_p2p_clique=required`` and PCI devices tracked
-in placement, the filter drops every candidate whose GPUs are not all in
-one host clique (on a Fabric Manager host: not exactly one partition),
-orders the rest best fit first (see
-:mod:`nova_gpu_p2p.scheduler.clique_fit` and
+For every request with GPUs, with PCI devices tracked in placement, the
+filter keeps one candidate per distinct claim, best fit first and spread
+over the host's cliques, at most ``[gpu_p2p] candidates_per_host`` of
+them (:mod:`nova_gpu_p2p.scheduler.candidates`): Nova's own PCI and NUMA
+filters after it cost milliseconds per candidate. For a flavor with
+``hw:gpu_p2p_clique=required`` it keeps only candidates whose GPUs are
+one host clique (on a Fabric Manager host: exactly one partition), best
+fit first (see :mod:`nova_gpu_p2p.scheduler.clique_fit` and
 :mod:`nova_gpu_p2p.scheduler.partition_fit`) so that the scheduler, which
 claims a host's first candidate, takes the tightest fit, and drops the
-host when nothing fits. Every other request passes untouched.
+host when nothing fits. Requests without GPUs pass untouched.
 """
 
+from nova import conf as nova_conf
 from nova.scheduler import filters
 from oslo_log import log as logging
 
+from nova_gpu_p2p import conf
 from nova_gpu_p2p.scheduler import host_view
 
+CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
+conf.register_opts(CONF)
 
 
 class GPUP2PCliqueFilter(filters.BaseHostFilter):
@@ -43,12 +50,12 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
         host_view.check_nova()
 
     def host_passes(self, host_state, spec_obj) -> bool:
-        if not host_view.wants_one_clique(spec_obj):
-            return True
-        if not host_view.can_steer(type(self).__name__):
+        required = host_view.wants_one_clique(spec_obj)
+        if required and not host_view.can_steer(type(self).__name__):
             return True
         try:
-            fits, judged = host_view.fits(host_state)
+            kept, judged = host_view.pruned(
+                host_state, required, CONF.gpu_p2p.candidates_per_host)
         except Exception:
             # Never fail scheduling because of us: the compute's own check
             # still refuses GPUs that are not one clique.
@@ -57,10 +64,8 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
             return True
         if not judged:
             return True
-        candidates = host_state.allocation_candidates
-        host_state.allocation_candidates = [candidates[fit.index]
-                                            for fit in fits]
-        if not fits:
+        host_state.allocation_candidates = kept
+        if not kept:
             LOG.debug('GPU P2P: no allocation candidate of %s has GPUs '
                       'of one clique', host_state)
             return False

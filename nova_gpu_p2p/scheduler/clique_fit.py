@@ -79,6 +79,11 @@ class Fit:
     #: GPUs of the group still free after this candidate is claimed.
     leftover: int
 
+    @property
+    def family(self) -> Group:
+        """Fits of one family take GPUs of one group."""
+        return self.group
+
 
 def free_per_group(gpus: Iterable[Gpu]) -> dict[Group, int]:
     """Free GPUs in each group (rule 1)."""

@@ -35,6 +35,7 @@ from oslo_log import log as logging
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p.scheduler import candidates as candidates_mod
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p.scheduler import partition_fit
 from nova_gpu_p2p.topology import model
@@ -139,17 +140,19 @@ def gpu_providers(candidate: Mapping[str, Any],
             for provider in providers if provider in host_gpus]
 
 
-def fits(host_state
+def fits(host_state, candidates: Sequence[Mapping[str, Any]] | None = None
          ) -> tuple[list[clique_fit.Fit] | list[partition_fit.Fit], bool]:
     """Best-first fits of the host's candidates, and whether GPUs count.
 
     By the partition rule on a Fabric Manager host, else by cliques. The
     flag is False when no candidate takes an NVIDIA GPU: the request has
     nothing for either rule to judge.
+
+    :param candidates: these instead of the host's own.
     """
     host_gpus = gpus(host_state)
-    candidates: Sequence[Mapping[str, Any]] = (
-        host_state.allocation_candidates or ())
+    if candidates is None:
+        candidates = host_state.allocation_candidates or ()
     taken = [gpu_providers(c, host_gpus) for c in candidates]
     if not any(taken):
         return [], False
@@ -157,3 +160,24 @@ def fits(host_state
     if partitioned:
         return partition_fit.best_first(taken, partitioned), True
     return clique_fit.best_first(taken, host_gpus), True
+
+
+def pruned(host_state, required: bool, keep: int
+           ) -> tuple[list[Mapping[str, Any]], bool]:
+    """The candidates to hand on to Nova's filters, and whether GPUs count.
+
+    :mod:`nova_gpu_p2p.scheduler.candidates`' rule over the host's
+    candidates; they are returned as they are when none takes a GPU.
+    """
+    every = host_state.allocation_candidates or []
+    unique = [every[index] for index in candidates_mod.distinct(every)]
+    found, judged = fits(host_state, unique)
+    if not judged:
+        return list(every), False
+    node = {provider: pool.get('numa_node')
+            for provider, pool in _gpu_pools(host_state).items()}
+    spans = [frozenset(node[provider]
+                       for provider in gpu_providers(candidate, node))
+             for candidate in unique]
+    return [unique[index] for index in candidates_mod.choose(
+        spans, found, required, keep)], True

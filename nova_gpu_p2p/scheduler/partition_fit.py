@@ -75,6 +75,11 @@ class Fit:
     #: Rule 3's order: enclosing partitions' free GPUs, smallest first.
     enclosing_free: tuple[int, ...] = ()
 
+    @property
+    def family(self) -> int | None:
+        """Fits of one family are one partition (None: single GPUs)."""
+        return self.partition
+
 
 def free_per_partition(gpus: Iterable[Gpu]) -> dict[int, int]:
     """Free GPUs in each partition of two or more (rule 1)."""

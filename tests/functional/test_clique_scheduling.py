@@ -303,11 +303,10 @@ class _SocketCliques:
             NODE1[:2], self.gpus(self.boot_settled(self.flavor(2, None))))
         self.delete(socket0)
 
-    def test_other_modes_keep_novas_order(self):
-        """The same GPUs with and without our filter and weigher."""
+    def assert_other_modes_take(self, gpus: tuple[str, ...]) -> None:
         for mode in ('auto', 'none', None):
             server = self.boot_settled(self.flavor(2, mode))
-            self.assertEqual(NODE0[:2], self.gpus(server), mode)
+            self.assertEqual(gpus, self.gpus(server), mode)
             self.delete(server)
 
 
@@ -315,6 +314,9 @@ class SocketCliquesBaselineTest(_SocketCliques, _CliqueSchedulingBase):
     """Nova alone breaks into the clique of four."""
 
     STEERING = False
+
+    def test_other_modes_break_the_clique_of_four_too(self):
+        self.assert_other_modes_take(NODE0[:2])
 
     def test_pair_breaks_the_clique_of_four(self):
         self.assertEqual(NODE0[:2],
@@ -325,6 +327,10 @@ class SocketCliquesBaselineTest(_SocketCliques, _CliqueSchedulingBase):
 
 class SocketCliquesTest(_SocketCliques, _CliqueSchedulingBase):
     """Best fit: a pair takes the free pair; four still fit after it."""
+
+    def test_other_modes_take_the_best_fit_too(self):
+        """A pair of any flavor takes the free pair: the four stay whole."""
+        self.assert_other_modes_take(NODE1[2:])
 
     def test_pair_takes_the_pair_and_four_still_fit(self):
         self.assertEqual(NODE1[2:],
@@ -411,3 +417,39 @@ class SimulationAgreesTest(_CliqueSchedulingBase):
                 server['OS-EXT-SRV-ATTR:host'], self.gpus(server)))
         self.assertEqual(predicted, seen)
         self.assert_not_rescheduled()
+
+
+class TenHostsTest(_CliqueSchedulingBase):
+    """Ten computes of two cliques of four, half running a pair.
+
+    Every request with GPUs reaches Nova's filters as at most
+    ``[gpu_p2p] candidates_per_host`` candidates per host, best fit
+    first: four GPUs land on a whole free clique, the first try, whether
+    the flavor asks for ``required`` or not.
+    """
+
+    HOSTS = ['host%d' % n for n in range(10)]
+
+    def setUp(self):
+        super().setUp()
+        # A small share of candidates per host, breadth-first, as
+        # scheduling-scale.rst recommends its cap: placement builds 1680
+        # orders of four of eight GPUs per host without one.
+        self.placement_fixture.conf_fixture.config(
+            group='placement', max_allocation_candidates=1000,
+            allocation_candidates_generation_strategy='breadth-first')
+        self.placement_fixture.conf_fixture.config(
+            group='workarounds', optimize_for_wide_provider_trees=True)
+        for hostname in self.HOSTS:
+            self.start_host(hostname, 'PHB')
+        pair = self.flavor(2, None)
+        for hostname in self.HOSTS[1::2]:
+            # Forced, so Nova's own order: a pair of socket 0's clique.
+            server = self.boot_settled(pair, az='nova:%s' % hostname)
+            self.assertEqual(NODE0[:2], self.gpus(server))
+
+    def test_four_take_a_whole_free_clique_first_try(self):
+        for mode in ('required', None):
+            server = self.boot_settled(self.flavor(4, mode))
+            self.assertIn(self.gpus(server), (NODE0, NODE1), mode)
+            self.assert_not_rescheduled()

@@ -78,12 +78,14 @@ class PartitionsTest(_PartitionSchedulingBase):
         self.assert_not_rescheduled()
 
     def test_free_part_of_a_half_is_no_pair(self):
-        # Nova's order: modules 2 and 3 for two servers of one GPU.
+        # Servers of one GPU pack best fit first, whatever their flavor:
+        # module 2, the other GPU of its pair (4), then a GPU of the
+        # half's other pair (3, first in address order).
         one = self.flavor(1, None)
-        for module in (2, 3):
+        for module in (2, 4, 3):
             self.assertEqual(gpus_of(module),
                              self.gpus(self.boot_settled(one)))
-        # Modules 1 and 4 are free but no partition of their own.
+        # Module 1 is free but no partition of its own.
         self.assertEqual(gpus_of(5, 7),
                          self.gpus(self.boot_settled(self.flavor(2))))
         self.assert_not_rescheduled()

@@ -31,6 +31,7 @@ import re
 import testtools
 
 from harness import placement_scale
+from nova_gpu_p2p import conf
 import tests
 
 DOC = os.path.join(tests.ROOT, 'doc', 'source', 'scheduling-scale.rst')
@@ -80,6 +81,12 @@ class PlacementScaleTest(testtools.TestCase):
              nova.getint('scheduler', 'max_placement_results')))
         # Ours first, so Nova's costly candidate filters see only the
         # one-clique candidates (placement_scale.filter_seconds).
+        # The default, as measured (tox -e bench --
+        # scheduling_at_cloud_size).
+        self.assertEqual(
+            {opt.dest: opt.default for opt in conf.OPTS}[
+                'candidates_per_host'],
+            nova.getint('gpu_p2p', 'candidates_per_host'))
         enabled = nova.get('filter_scheduler', 'enabled_filters').split(',')
         ours = enabled.index('GPUP2PCliqueFilter')
         for nova_filter in placement_scale.NOVA_FILTERS:

@@ -68,7 +68,7 @@ class TestDefaults(ConfTestCase):
              'clique_fit_weight_multiplier', 'report_traits',
              'fabric_manager_address', 'fabric_manager_library',
              'module_id_file', 'allow_consumer_gpu_cliques',
-             'pci_ids_file'},
+             'pci_ids_file', 'candidates_per_host'},
             {opt.dest for opt in opts})
         for opt in opts:
             self.assertTrue(opt.help, opt.dest)

@@ -120,6 +120,7 @@ OPTION_VALUES = {
     'module_id_file': '/srv/module_ids.json',
     'allow_consumer_gpu_cliques': 'True',
     'pci_ids_file': '/usr/share/hwdata/pci.ids',
+    'candidates_per_host': '5',
 }
 PCI = {'GPU_P2P_ALIAS': 'h100', 'GPU_P2P_PRODUCT_ID': '2330'}
 BROAD_SPEC = '{"vendor_id":"10de","product_id":"2330"}'

@@ -84,6 +84,16 @@ def _candidate(*gpus, nic=None):
                             for rp in rps}}
 
 
+def _uuid_candidate(request, *gpus):
+    """Groups named as Nova names them: ``<request_id>-<n>``."""
+    mappings = {'': [ROOT]}
+    mappings.update(('%s-%d' % (request, i), ['g%d' % gpu])
+                    for i, gpu in enumerate(gpus))
+    return {'mappings': mappings,
+            'allocations': {rp: {'resources': {'R': 1}}
+                            for rps in mappings.values() for rp in rps}}
+
+
 def _host(name, pools, candidates, aggregates=()):
     return fakes.FakeHostState(name, name, {
         'pci_stats': pci_stats.PciDeviceStats(None, stats=pools),
@@ -108,6 +118,8 @@ class TestFilter(_Base):
     def setUp(self):
         super().setUp()
         self.filter = scheduler.GPUP2PCliqueFilter()
+        # The whole order; test_at_most_k_spread_over_the_cliques cuts it.
+        self.conf.config(candidates_per_host=0, group='gpu_p2p')
 
     def test_issue_example(self):
         # Clique 0 = g0..g3 with g3 free, clique 1 = g4, g5 free.
@@ -178,12 +190,65 @@ class TestFilter(_Base):
         self.assertTrue(self.filter.host_passes(host, _spec()))
         self.assertEqual(candidates, host.allocation_candidates)
 
-    def test_other_modes_never_filtered_or_reordered(self):
+    def test_numa_nodes_spread_within_a_clique(self):
+        # One clique of four over two host nodes: a pair on each node
+        # comes before the pairs across them.
+        pools = _pools(0, 0, 0, 0)
+        for pool in pools[2:]:
+            pool.numa_node = 1
+        candidates = [_candidate(0, 2), _candidate(0, 1), _candidate(1, 3),
+                      _candidate(2, 3)]
+        host = _host('h', pools, candidates)
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.assertEqual([candidates[1], candidates[3], candidates[0],
+                          candidates[2]], host.allocation_candidates)
+
+    def test_other_modes_fitting_first_never_dropped(self):
         candidates = [_candidate(0, 2), _candidate(0, 1), _candidate(2, 3)]
         for clique in (None, 'none', 'auto', '3', 'bogus'):
             host = _host('h', _pools(0, 0, 1, 1), candidates)
             self.assertTrue(self.filter.host_passes(host, _spec(clique)))
-            self.assertEqual(candidates, host.allocation_candidates, clique)
+            self.assertEqual([candidates[1], candidates[2], candidates[0]],
+                             host.allocation_candidates, clique)
+        host = _host('h', _pools(0, 1), [_candidate(0, 1)])
+        self.assertTrue(self.filter.host_passes(host, _spec('auto')))
+        self.assertEqual([_candidate(0, 1)], host.allocation_candidates)
+
+    def test_orders_of_one_claim_are_one_candidate(self):
+        # Nova's groups for one InstancePCIRequest of two GPUs.
+        request = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
+        candidates = [_uuid_candidate(request, 0, 1),
+                      _uuid_candidate(request, 1, 0),
+                      _uuid_candidate(request, 2, 3)]
+        for clique in ('required', 'auto', None):
+            host = _host('h', _pools(0, 0, 0, 0), candidates)
+            self.assertTrue(self.filter.host_passes(host, _spec(clique)))
+            self.assertEqual([candidates[0], candidates[2]],
+                             host.allocation_candidates, clique)
+
+    def test_at_most_k_spread_over_the_cliques(self):
+        # Two free cliques of four: every pair, in placement's order.
+        pairs = [(a, b) for a in range(8) for b in range(a + 1, 8)]
+        candidates = [_candidate(a, b) for a, b in pairs]
+        self.conf.config(candidates_per_host=3, group='gpu_p2p')
+        for clique in ('required', 'auto'):
+            host = _host('h', _pools(*[0] * 4 + [1] * 4), candidates)
+            self.assertTrue(self.filter.host_passes(host, _spec(clique)))
+            self.assertEqual(
+                [_candidate(0, 1), _candidate(4, 5), _candidate(0, 2)],
+                host.allocation_candidates, clique)
+        CONF.clear_override('candidates_per_host', group='gpu_p2p')
+        host = _host('h', _pools(*[0] * 4 + [1] * 4), candidates)
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.assertEqual([_candidate(0, 1), _candidate(4, 5)],
+                         host.allocation_candidates, 'the default, 2')
+        self.conf.config(candidates_per_host=0, group='gpu_p2p')
+        host = _host('h', _pools(*[0] * 4 + [1] * 4), candidates)
+        self.assertTrue(self.filter.host_passes(host, _spec('auto')))
+        self.assertEqual(len(candidates), len(host.allocation_candidates))
+        host = _host('h', _pools(*[0] * 4 + [1] * 4), candidates)
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.assertEqual(12, len(host.allocation_candidates))
 
     def test_legacy_tracking_passes_and_warns_once(self):
         self.conf.config(pci_in_placement=False, group='filter_scheduler')

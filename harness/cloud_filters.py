@@ -1,0 +1,171 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Nova's candidate filters over a whole cloud's answer, stock and ours.
+
+A cloud of identical GPU hosts, half of them running a server on two GPUs
+of their first clique. Placement's answer is modelled as
+:mod:`harness.placement_scale` measured it under the recommended settings
+(``breadth-first``, a cap of ``cap`` candidates shared equally by the
+hosts): each host's first ordered assignments of its free GPUs to Nova's
+request groups, in the order of its GPU providers as a Python set lists
+them (shuffled per host). Then, per request, the real filters on real
+scheduler HostStates (:func:`harness.placement_scale._scheduler_host`):
+
+* **stock**: Nova's ``PciPassthroughFilter`` and ``NUMATopologyFilter``
+  over every candidate, timed per candidate on one host's sample and
+  multiplied by the cloud's candidates (running them all takes minutes
+  per request);
+* **ours**: ``GPUP2PCliqueFilter`` first over every host's candidates,
+  then Nova's two over what it keeps, all timed.
+
+Placement's own time is :mod:`harness.placement_scale`'s.
+"""
+
+import dataclasses
+import itertools
+import random
+import time
+
+from oslo_config import fixture as config_fixture
+
+from nova_gpu_p2p import scheduler
+
+from harness import placement_scale as scale
+
+#: The recommended [scheduler] max_placement_results and placement cap.
+CAP = 10000
+#: GPUs of the busy hosts' server: two of the first clique.
+BUSY = (0, 1)
+SHAPES = (scale.Layout((8,)), scale.Layout((2, 2, 2, 2)),
+          scale.Layout((4, 4)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    layout: scale.Layout
+    request: int
+    hosts: int
+    #: ``hw:gpu_p2p_clique=required`` (the flavor ``nova-gpu-p2p flavor``
+    #: prints), else the same flavor without the clique keys.
+    required: bool = True
+
+    @property
+    def numa_nodes(self) -> int:
+        """As an operator sizes the flavor: a guest cell per socket used."""
+        per_socket = self.layout.gpus // scale.SOCKETS
+        return -(-self.request // per_socket)
+
+    @property
+    def name(self) -> str:
+        return '%s/%d/%s/%d' % (self.layout.name, self.request,
+                                'required' if self.required else 'plain',
+                                self.hosts)
+
+
+def answer(case: Case, seed: int = 0) -> list[list[tuple[int, ...]]]:
+    """Each host's candidates as GPU indices, placement's model above."""
+    chosen = random.Random(seed)
+    per_host = max(1, CAP // case.hosts)
+    hosts = []
+    for host in range(case.hosts):
+        free = [gpu for gpu in range(case.layout.gpus)
+                if host % 2 == 0 or gpu not in BUSY]
+        chosen.shuffle(free)
+        hosts.append(list(itertools.islice(
+            itertools.permutations(free, case.request), per_host)))
+    return hosts
+
+
+def _fitting_free(case: Case, busy: bool) -> bool:
+    """Whether a host has a free set that fits, Nova's NUMA rule included.
+
+    One clique for ``required``; on one host NUMA node for a one-cell
+    flavor.
+    """
+    free: dict[tuple, int] = {}
+    for gpu in range(case.layout.gpus):
+        if busy and gpu in BUSY:
+            continue
+        key = (case.layout.clique_of(gpu) if case.required else None,
+               gpu * scale.SOCKETS // case.layout.gpus
+               if case.numa_nodes == 1 else None)
+        free[key] = free.get(key, 0) + 1
+    return max(free.values(), default=0) >= case.request
+
+
+def run(case: Case, keep: int = 3) -> dict:
+    """One request over the cloud: candidates, seconds, hosts kept."""
+    hosts = answer(case)
+    nova = [f() for f in scale.NOVA_FILTERS]
+    ours = scheduler.GPUP2PCliqueFilter()
+    with scale._nova_config(), config_fixture.Config(
+            scale.nova_conf.CONF) as options:
+        options.config(candidates_per_host=keep, group='gpu_p2p')
+        spec = scale._request_spec(case.request, case.required,
+                                   case.numa_nodes)
+        sample = scale._scheduler_host(case.layout, hosts[0][:200], spec)
+        start = time.perf_counter()
+        _passes(nova, sample, spec)
+        per_candidate = ((time.perf_counter() - start)
+                         / min(200, len(hosts[0])))
+        ours_seconds = nova_seconds = 0.0
+        handed = rejected_all = fitting = kept = 0
+        for index, candidates in enumerate(hosts):
+            if not candidates:
+                # Placement leaves out a host without enough free GPUs.
+                continue
+            busy = BUSY if index % 2 else ()
+            host = scale._scheduler_host(case.layout, candidates, spec,
+                                         busy)
+            fits = _fitting_free(case, bool(busy))
+            fitting += fits
+            start = time.perf_counter()
+            passed = ours.host_passes(host, spec)
+            ours_seconds += time.perf_counter() - start
+            handed += len(host.allocation_candidates)
+            if not passed:
+                continue
+            start = time.perf_counter()
+            survived = _passes(nova, host, spec)
+            nova_seconds += time.perf_counter() - start
+            rejected_all += not survived
+            kept += survived and fits
+    total = sum(len(c) for c in hosts)
+    return {'case': case.name, 'candidates': total, 'handed_on': handed,
+            'stock_seconds': per_candidate * total,
+            'ours_seconds': ours_seconds + nova_seconds,
+            'our_filter_seconds': ours_seconds,
+            'hosts_fitting': fitting, 'hosts_kept': kept,
+            'hosts_rejected_all': rejected_all}
+
+
+def _passes(filters, host, spec) -> bool:
+    """Nova's filter handler's loop for one host: all must pass."""
+    return all(f.host_passes(host, spec) for f in filters)
+
+
+def cases(hosts=(10, 50, 100)) -> list[Case]:
+    """Every shape x 1, 2, 4, 8 GPUs x cloud size.
+
+    ``required`` where the shape has a clique of that size, plain always.
+    """
+    found = []
+    for count in hosts:
+        for layout in SHAPES:
+            for request in (1, 2, 4, 8):
+                if request > 1 and max(layout.cliques) >= request:
+                    found.append(Case(layout, request, count))
+                found.append(Case(layout, request, count, required=False))
+    return found

@@ -1,0 +1,147 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Which of a host's allocation candidates reach Nova's own filters.
+
+With GPUs in placement a request for N GPUs of one alias is N identical
+request groups, and placement returns every *order* of every free set:
+1680 candidates per 8-GPU host for 4 GPUs. Nova's ``PciPassthroughFilter``
+and ``NUMATopologyFilter`` then cost milliseconds per candidate, so a
+50-host cloud spends minutes on one request. The rule, for every request
+with GPUs:
+
+1. **One candidate per claim.** Candidates that give each request the
+   same providers, differing only in which of a request's identical groups
+   maps to which GPU, are one claim: the first is kept. Nova splits an
+   ``InstancePCIRequest`` of N devices into groups ``<request_id>-0`` ..
+   ``-<N-1>``, so those suffixes count as one request.
+2. **Best fit first, spread.** Candidates whose GPUs fit one clique (or
+   are exactly one Fabric Manager partition) come first, best fit first
+   (:mod:`~nova_gpu_p2p.scheduler.clique_fit`,
+   :mod:`~nova_gpu_p2p.scheduler.partition_fit`); within a clique, those
+   whose GPUs sit on fewer host NUMA nodes first. They are taken in
+   rounds over *families* (a clique and a set of NUMA nodes): the best of
+   each family, then the next of each, so that a few candidates already
+   span the host's cliques and NUMA nodes, one of which Nova's
+   ``NUMATopologyFilter`` may refuse (a one-cell guest and GPUs on two
+   nodes, or a node without free CPUs). A ``required`` request keeps only
+   those; any other keeps the rest after them, fewest NUMA nodes first,
+   spread over their sets of nodes the same way.
+3. **At most K per host** (``[gpu_p2p] candidates_per_host``; 0 keeps
+   them all).
+
+Pure functions over plain data: the candidates as Nova holds them
+(``allocations`` and ``mappings``) and the fits.
+"""
+
+from collections.abc import Hashable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
+import re
+import typing
+from typing import Any
+
+#: Nova's suffix for one device of an InstancePCIRequest of N.
+_DEVICE_GROUP = re.compile(
+    r'^(?P<request>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
+    r'[0-9a-f]{12})-\d+$')
+
+
+class Fit(typing.Protocol):
+    """What the fit rules return: a candidate's index and its family."""
+
+    index: int
+
+    @property
+    def family(self) -> Hashable:
+        """Fits of one family take GPUs from one clique or partition."""
+
+
+def _request(suffix: str) -> str:
+    """The request a group suffix belongs to: its devices are alike."""
+    match = _DEVICE_GROUP.match(suffix)
+    return match.group('request') if match else suffix
+
+
+def claim_key(candidate: Mapping[str, Any]) -> Hashable:
+    """What Nova's claim of a candidate depends on (rule 1).
+
+    Each provider's resources, and for each request the providers its
+    groups map to, counted: not which identical group maps where.
+    """
+    allocations = frozenset(
+        (provider, frozenset(entry.get('resources', {}).items()))
+        for provider, entry in candidate.get('allocations', {}).items())
+    taken: dict[tuple[str, str], int] = {}
+    for suffix, providers in candidate.get('mappings', {}).items():
+        for provider in providers:
+            key = (_request(suffix), provider)
+            taken[key] = taken.get(key, 0) + 1
+    return allocations, frozenset(taken.items())
+
+
+def distinct(candidates: Iterable[Mapping[str, Any]]) -> list[int]:
+    """The index of each claim's first candidate, in order (rule 1)."""
+    seen: set[Hashable] = set()
+    kept = []
+    for index, candidate in enumerate(candidates):
+        key = claim_key(candidate)
+        if key not in seen:
+            seen.add(key)
+            kept.append(index)
+    return kept
+
+
+#: The host NUMA nodes of a candidate's GPUs (None: unknown).
+Span = frozenset[int | None]
+
+
+def spread(order: Sequence[tuple[int, Hashable]]) -> list[int]:
+    """Candidate indexes in rounds over their families (rule 2).
+
+    :param order: (index, family) pairs, best first. Families come in
+        the order of their first member; within one, members keep their
+        order.
+    """
+    families: dict[Hashable, list[int]] = {}
+    for index, family in order:
+        families.setdefault(family, []).append(index)
+    rounds = max((len(indexes) for indexes in families.values()), default=0)
+    return [indexes[n] for n in range(rounds)
+            for indexes in families.values() if n < len(indexes)]
+
+
+def choose(spans: Sequence[Span], fits: Sequence[Fit], required: bool,
+           keep: int) -> list[int]:
+    """Indexes of the candidates to hand on, in order (rules 2 and 3).
+
+    :param spans: every candidate's NUMA nodes, by index.
+    :param fits: the fitting ones, best fit first.
+    :param keep: at most this many; 0 for all.
+    """
+    rank = {}
+    for found in fits:
+        rank.setdefault(found.family, len(rank))
+    fitting = sorted(fits, key=lambda f: (rank[f.family],
+                                          len(spans[f.index])))
+    order = spread([(f.index, (f.family, spans[f.index]))
+                    for f in fitting])
+    if not required:
+        taken = set(order)
+        rest = sorted((index for index in range(len(spans))
+                       if index not in taken),
+                      key=lambda index: len(spans[index]))
+        order += spread([(index, spans[index]) for index in rest])
+    return order[:keep] if keep else order
