@@ -74,10 +74,11 @@ class Case:
                                 self.hosts)
 
 
-def answer(case: Case, seed: int = 0) -> list[list[tuple[int, ...]]]:
+def answer(case: Case, cap: int = CAP,
+           seed: int = 0) -> list[list[tuple[int, ...]]]:
     """Each host's candidates as GPU indices, placement's model above."""
     chosen = random.Random(seed)
-    per_host = max(1, CAP // case.hosts)
+    per_host = max(1, cap // case.hosts)
     hosts = []
     for host in range(case.hosts):
         free = [gpu for gpu in range(case.layout.gpus)
@@ -105,9 +106,12 @@ def _fitting_free(case: Case, busy: bool) -> bool:
     return max(free.values(), default=0) >= case.request
 
 
-def run(case: Case, keep: int = 3) -> dict:
-    """One request over the cloud: candidates, seconds, hosts kept."""
-    hosts = answer(case)
+def run(case: Case, keep: int = 2, cap: int = CAP) -> dict:
+    """One request over the cloud: candidates, seconds, hosts kept.
+
+    :param cap: placement's cap, shared breadth-first.
+    """
+    hosts = answer(case, cap)
     nova = [f() for f in scale.NOVA_FILTERS]
     ours = scheduler.GPUP2PCliqueFilter()
     with scale._nova_config(), config_fixture.Config(

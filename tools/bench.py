@@ -629,27 +629,31 @@ def scheduling_at_cloud_size() -> dict:
     """
     keep = {opt.dest: opt.default for opt in conf.OPTS}[
         'candidates_per_host']
-    return {'keep': keep, 'cap': cloud_filters.CAP,
-            'rows': [cloud_filters.run(case, keep)
-                     for case in cloud_filters.cases(CLOUD_HOSTS)]}
+    return {'keep': keep, 'caps': {
+        str(cap): [cloud_filters.run(case, keep, cap or 2 * case.hosts)
+                   for case in cloud_filters.cases(CLOUD_HOSTS)]
+        for cap in (cloud_filters.CAP, 0)}}
 
 
 def print_scheduling_at_cloud_size(result: dict) -> None:
     print('\nScheduling at cloud size: Nova\'s candidate filters per '
-          'request (harness/cloud_filters.py; placement cap %d shared '
+          'request (harness/cloud_filters.py; placement\'s cap shared '
           'breadth-first, half the hosts with two GPUs of clique 0 in use; '
           'shape/GPUs/flavor/hosts; stock = Nova\'s filters over every '
           'candidate; ours = GPUP2PCliqueFilter, candidates_per_host %d, '
-          'then Nova\'s)' % (result['cap'], result['keep']))
-    print('  %-26s %10s %7s %9s %8s %8s %12s %8s' % (
-        'case', 'candidates', 'handed', 'stock s', 'ours s', 'fitting',
-        'fitting kept', 'all NK'))
-    for row in result['rows']:
-        print('  %-26s %10d %7d %9.1f %8.2f %8d %12d %8d' % (
-            row['case'], row['candidates'], row['handed_on'],
-            row['stock_seconds'], row['ours_seconds'],
-            row['hosts_fitting'], row['hosts_kept'],
-            row['hosts_rejected_all']))
+          'then Nova\'s)' % result['keep'])
+    for cap, rows in result['caps'].items():
+        print('  placement cap: %s' % (
+            cap if cap != '0' else '2 per host'))
+        print('  %-26s %10s %7s %9s %8s %8s %12s %8s' % (
+            'case', 'candidates', 'handed', 'stock s', 'ours s', 'fitting',
+            'fitting kept', 'all NK'))
+        for row in rows:
+            print('  %-26s %10d %7d %9.1f %8.2f %8d %12d %8d' % (
+                row['case'], row['candidates'], row['handed_on'],
+                row['stock_seconds'], row['ours_seconds'],
+                row['hosts_fitting'], row['hosts_kept'],
+                row['hosts_rejected_all']))
 
 
 FABRIC = 'fabric_nvlink'

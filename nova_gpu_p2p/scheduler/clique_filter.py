@@ -55,7 +55,8 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
             return True
         try:
             kept, judged = host_view.pruned(
-                host_state, required, CONF.gpu_p2p.candidates_per_host)
+                host_state, required, CONF.gpu_p2p.candidates_per_host,
+                host_view.request_groups(spec_obj))
         except Exception:
             # Never fail scheduling because of us: the compute's own check
             # still refuses GPUs that are not one clique.

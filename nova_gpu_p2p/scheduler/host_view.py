@@ -35,6 +35,7 @@ from oslo_log import log as logging
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p.scheduler import candidate_exchange
 from nova_gpu_p2p.scheduler import candidates as candidates_mod
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p.scheduler import partition_fit
@@ -162,12 +163,50 @@ def fits(host_state, candidates: Sequence[Mapping[str, Any]] | None = None
     return clique_fit.best_first(taken, host_gpus), True
 
 
-def pruned(host_state, required: bool, keep: int
+def request_groups(spec_obj) -> dict[str, candidate_exchange.Group]:
+    """The request's groups by suffix, as candidates' mappings name them."""
+    return {group.requester_id or '': candidate_exchange.Group(
+        dict(group.resources), frozenset(group.required_traits or ()))
+        for group in getattr(spec_obj, 'requested_resources', None) or ()}
+
+
+def _exchanged(host_state, found: Sequence[Mapping[str, Any]],
+               groups: Mapping[str, candidate_exchange.Group],
+               required: bool) -> Mapping[str, Any] | None:
+    """A candidate built from a returned one on the set to take, or None.
+
+    :mod:`nova_gpu_p2p.scheduler.candidate_exchange`'s rule.
+    """
+    pools = {provider: candidate_exchange.Pool.from_nova(
+        pool, device_spec.tag_clique(pool))
+        for provider, pool in _gpu_pools(host_state).items()}
+    counts = {len(gpu_providers(c, pools)) for c in found} - {0}
+    if len(counts) != 1:
+        return None
+    wanted = candidate_exchange.target(list(pools.values()), counts.pop(),
+                                       required)
+    if wanted is None:
+        return None
+    for candidate in found:
+        built = candidate_exchange.exchange(candidate, pools, groups, wanted)
+        if built is not None:
+            return built
+    return None
+
+
+def pruned(host_state, required: bool, keep: int,
+           groups: Mapping[str, candidate_exchange.Group] | None = None
            ) -> tuple[list[Mapping[str, Any]], bool]:
     """The candidates to hand on to Nova's filters, and whether GPUs count.
 
     :mod:`nova_gpu_p2p.scheduler.candidates`' rule over the host's
-    candidates; they are returned as they are when none takes a GPU.
+    candidates; they are returned as they are when none takes a GPU. On
+    a host without Fabric Manager partitions, a candidate built on the set
+    the request should take comes first where none of the returned ones
+    fits, or where it spans fewer NUMA nodes than each of them
+    (:mod:`nova_gpu_p2p.scheduler.candidate_exchange`).
+
+    :param groups: the request's groups by suffix, for that exchange.
     """
     every = host_state.allocation_candidates or []
     unique = [every[index] for index in candidates_mod.distinct(every)]
@@ -176,8 +215,17 @@ def pruned(host_state, required: bool, keep: int
         return list(every), False
     node = {provider: pool.get('numa_node')
             for provider, pool in _gpu_pools(host_state).items()}
-    spans = [frozenset(node[provider]
-                       for provider in gpu_providers(candidate, node))
-             for candidate in unique]
-    return [unique[index] for index in candidates_mod.choose(
-        spans, found, required, keep)], True
+
+    def span(candidate: Mapping[str, Any]) -> frozenset:
+        return frozenset(node[provider]
+                         for provider in gpu_providers(candidate, node))
+
+    spans = [span(candidate) for candidate in unique]
+    kept = [unique[index] for index in candidates_mod.choose(
+        spans, found, required, keep)]
+    if groups and not partition_gpus(host_state):
+        built = _exchanged(host_state, unique, groups, required)
+        if built is not None and (not kept or len(span(built)) < min(
+                len(span(candidate)) for candidate in kept)):
+            kept = [built] + kept[:keep - 1 if keep else None]
+    return kept, True

@@ -453,3 +453,44 @@ class TenHostsTest(_CliqueSchedulingBase):
             server = self.boot_settled(self.flavor(4, mode))
             self.assertIn(self.gpus(server), (NODE0, NODE1), mode)
             self.assert_not_rescheduled()
+
+
+class TenBusyHostsSmallCapTest(_CliqueSchedulingBase):
+    """Ten busy hosts, one candidate each from placement, none fitting.
+
+    Each host runs a pair on socket 0, and placement's cap leaves each
+    one candidate: the first order of its free GPUs (here two of socket
+    0's and two of socket 1's). A ``required`` server of four still lands
+    on a whole free clique the first try: the filter builds the candidate
+    from the one returned, and placement's claim accepts it.
+    """
+
+    HOSTS = ['host%d' % n for n in range(10)]
+
+    @property
+    def ADDITIONAL_FILTERS(self) -> list[str]:
+        """Ours before Nova's, as scheduling-scale.rst recommends."""
+        return [FILTER] + NOVA_FILTERS
+
+    def setUp(self):
+        super().setUp()
+        # A server on each of ten hosts, and one more.
+        self.flags(instances=len(self.HOSTS) + 1, group='quota')
+        pair = self.flavor(2, None)
+        for hostname in self.HOSTS:
+            self.start_host(hostname, 'PHB')
+            server = self.boot_settled(pair, az='nova:%s' % hostname)
+            self.assertEqual(NODE0[:2], self.gpus(server))
+        # Placement meets a host's GPUs in the order Nova created their
+        # providers, by address: its one candidate is socket 0's free
+        # pair and socket 1's first two GPUs.
+        self.placement_fixture.conf_fixture.config(
+            group='placement', max_allocation_candidates=len(self.HOSTS),
+            allocation_candidates_generation_strategy='breadth-first')
+        self.placement_fixture.conf_fixture.config(
+            group='workarounds', optimize_for_wide_provider_trees=True)
+
+    def test_required_four_on_the_free_clique_first_try(self):
+        server = self.boot_settled(self.flavor(4))
+        self.assertEqual(NODE1, self.gpus(server))
+        self.assert_not_rescheduled()

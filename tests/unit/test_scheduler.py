@@ -190,6 +190,60 @@ class TestFilter(_Base):
         self.assertTrue(self.filter.host_passes(host, _spec()))
         self.assertEqual(candidates, host.allocation_candidates)
 
+    def test_a_fitting_candidate_built_when_none_came_back(self):
+        # Placement's cap left only candidates across the two cliques.
+        request = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
+        candidates = [_uuid_candidate(request, 0, 4),
+                      _uuid_candidate(request, 1, 5)]
+        spec = _spec()
+        spec.requested_resources = [objects.RequestGroup(
+            requester_id='%s-%d' % (request, i),
+            resources={'CUSTOM_PCI_10DE_2330': 1}) for i in range(2)]
+        for candidate in candidates:
+            for rp in candidate['allocations']:
+                candidate['allocations'][rp] = {'resources': (
+                    {'CUSTOM_PCI_10DE_2330': 1} if rp != ROOT else {})}
+        host = _host('h', _pools(0, 0, 0, 0, 1, 1, 1, 1, used=(2, 3)),
+                     candidates)
+        self.assertTrue(self.filter.host_passes(host, spec))
+        [built] = host.allocation_candidates
+        # Clique 0 has two free: the tightest fit.
+        self.assertEqual({'': [ROOT], '%s-0' % request: ['g0'],
+                          '%s-1' % request: ['g1']}, built['mappings'])
+        self.assertEqual({ROOT, 'g0', 'g1'}, set(built['allocations']))
+        # Without the request's groups nothing is built: dropped.
+        host = _host('h', _pools(0, 0, 0, 0, 1, 1, 1, 1, used=(2, 3)),
+                     candidates)
+        self.assertFalse(self.filter.host_passes(host, _spec()))
+
+    def test_a_one_node_candidate_built_before_those_across_nodes(self):
+        # One clique of eight over two nodes, g0 in use; placement's
+        # candidates all span both nodes, node 1 holds four free.
+        request = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
+        pools = _pools(*[0] * 8, used=(0,))
+        for pool in pools[4:]:
+            pool.numa_node = 1
+        candidates = [_uuid_candidate(request, 1, 2, 3, 4),
+                      _uuid_candidate(request, 1, 2, 4, 5)]
+        for candidate in candidates:
+            for rp in candidate['allocations']:
+                candidate['allocations'][rp] = {'resources': (
+                    {'CUSTOM_PCI_10DE_2330': 1} if rp != ROOT else {})}
+        for clique in ('required', None):
+            spec = _spec(clique)
+            spec.requested_resources = [objects.RequestGroup(
+                requester_id='%s-%d' % (request, i),
+                resources={'CUSTOM_PCI_10DE_2330': 1},
+                required_traits={'OWNER_NOVA'}) for i in range(4)]
+            host = _host('h', pools, candidates)
+            self.assertTrue(self.filter.host_passes(host, spec))
+            self.assertEqual(3, len(host.allocation_candidates), clique)
+            self.assertEqual(
+                ['g4', 'g5', 'g6', 'g7'],
+                sorted(p for suffix, providers in
+                       host.allocation_candidates[0]['mappings'].items()
+                       if suffix for p in providers), clique)
+
     def test_numa_nodes_spread_within_a_clique(self):
         # One clique of four over two host nodes: a pair on each node
         # comes before the pairs across them.
