@@ -26,6 +26,7 @@ from nova_gpu_p2p.checks import nvswitch
 from nova_gpu_p2p.checks import p2p_level
 from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import result
+from nova_gpu_p2p.checks import scheduler_settings
 from nova_gpu_p2p.checks import versions as versions_mod
 from nova_gpu_p2p.checks import vfio
 from nova_gpu_p2p.topology import consumer_gpus as consumer_gpus_mod
@@ -52,7 +53,8 @@ def host_checks(topology: model.HostTopology,
                 bindings: model.HostTopology | None = None,
                 pci: placement.PciSettings | None = None,
                 fabric: fabric_mod.FabricFacts | None = None,
-                kinds: consumer_gpus_mod.GpuKinds | None = None
+                kinds: consumer_gpus_mod.GpuKinds | None = None,
+                scheduler: scheduler_settings.SchedulerSettings | None = None
                 ) -> list[result.Check]:
     """Every check, in the order an operator fixes things.
 
@@ -65,6 +67,8 @@ def host_checks(topology: model.HostTopology,
         for a capture.
     :param kinds: which GPUs are consumer GPUs; None: every GPU may have a
         clique, and no row for it.
+    :param scheduler: nova-scheduler's settings from the nova.conf read;
+        None when none was read.
     """
     bindings = bindings if bindings is not None else topology
     barred = kinds.barred if kinds is not None else {}
@@ -94,6 +98,8 @@ def host_checks(topology: model.HostTopology,
         barred))
     if pci is not None:
         checks.extend(placement.check_placement(topology, cliques, pci))
+    if scheduler is not None:
+        checks.extend(scheduler_settings.check_scheduler(scheduler))
     # The consumer GPUs line says why those GPUs have no clique.
     said = set(host_cliques.why_barred(barred))
     checks.extend(check_findings(

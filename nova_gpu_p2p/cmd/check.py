@@ -23,6 +23,7 @@ from nova_gpu_p2p.checks import fabric
 from nova_gpu_p2p.checks import host
 from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import report
+from nova_gpu_p2p.checks import scheduler_settings
 from nova_gpu_p2p.checks import versions
 from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p.topology import backends
@@ -56,6 +57,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     pci = (placement.PciSettings(opts.pci.report_in_placement,
                                  tuple(opts.pci.device_spec))
            if sources.config_read(opts) else None)
+    scheduler = (scheduler_settings.SchedulerSettings(
+        tuple(opts.filter_scheduler.enabled_filters),
+        opts.gpu_p2p.candidates_per_host)
+        if sources.config_read(opts) else None)
     group = opts.gpu_p2p
     level = link_class.LinkClass[args.level or group.p2p_level]
     policy = link_class.AcsPolicy(group.acs_policy)
@@ -84,7 +89,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             topology, host_versions, level, policy, dict(group.clique_map),
             sysfs_root=sources.sysfs_read(args, opts), root=args.root,
             bindings=bindings, pci=pci, fabric=facts,
-            kinds=discovery.gpu_kinds(topology, opts))
+            kinds=discovery.gpu_kinds(topology, opts), scheduler=scheduler)
     if args.json:
         print(report.to_json(checks))
     else:

@@ -104,15 +104,20 @@ def _bad_value(opt: cfg.Opt, files: list[str] | None,
 
 def load_conf(args: argparse.Namespace,
               nova_pci: bool = False) -> cfg.ConfigOpts:
-    """nova.conf's ``[gpu_p2p]``, and with ``nova_pci`` Nova's ``[pci]``."""
+    """nova.conf's ``[gpu_p2p]``; with ``nova_pci`` Nova's ``[pci]`` too.
+
+    And Nova's scheduler options, which check judges on scheduler hosts.
+    """
     opts = cfg.ConfigOpts()
     conf.register_opts(opts)
     if nova_pci:
         # Nova's own definitions (device_spec's deprecated names included);
         # imported here so that the other commands skip Nova's options.
         from nova.conf import pci as pci_conf
+        from nova.conf import scheduler as scheduler_conf
 
         pci_conf.register_opts(opts)
+        scheduler_conf.register_opts(opts)
     files, dirs = _config_sources(args)
     _parse_config(opts, files, dirs)
     group = opts[conf.GROUP.name]

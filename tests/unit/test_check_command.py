@@ -329,6 +329,31 @@ class TestCheckCLI(CheckCLIBase):
         self.assertIn('Warning placement: [pci] report_in_placement is off',
                       lines(out))
 
+    def test_scheduler_settings_on_a_scheduler_nova_conf(self):
+        tree = test_corpus.tree('pcie-8gpu-4switch-2socket')
+        ours_last = self.nova_conf(
+            '[pci]\nreport_in_placement = True\n[filter_scheduler]\n'
+            'enabled_filters = ComputeFilter,PciPassthroughFilter,'
+            'NUMATopologyFilter,GPUP2PCliqueFilter\n')
+        rc, out = self.run_cli('--sysfs-root', tree, '--config-file',
+                               ours_last)
+        self.assertEqual(0, rc)
+        self.assertIn((WARN, 'scheduler'), self.not_ok(out))
+        self.assertIn('Warning scheduler: PciPassthroughFilter and '
+                      'NUMATopologyFilter run before GPUP2PCliqueFilter',
+                      lines(out))
+        ours_first = self.nova_conf(
+            '[filter_scheduler]\nenabled_filters = ComputeFilter,'
+            'GPUP2PCliqueFilter,PciPassthroughFilter,NUMATopologyFilter\n')
+        rc, out = self.run_cli('--sysfs-root', tree, '--config-file',
+                               ours_first)
+        self.assertIn('Success scheduler: GPUP2PCliqueFilter before Nova\'s '
+                      'candidate filters, 2 candidates per host', lines(out))
+        # A compute's nova.conf (no filter of ours): no row.
+        rc, out = self.run_cli('--sysfs-root', tree, '--config-file',
+                               self.nova_conf(''))
+        self.assertNotIn('scheduler', [c['check'] for c in out])
+
     def test_device_spec_lines_from_topology(self):
         self.useFixture(fixtures.MockPatch(
             'nova.pci.utils.is_physical_function', return_value=False))

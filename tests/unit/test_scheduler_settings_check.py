@@ -1,0 +1,57 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""check's scheduler row: settings that measure slow at cloud size."""
+
+import testtools
+
+from nova_gpu_p2p.checks import result
+from nova_gpu_p2p.checks import scheduler_settings as ss
+
+FIRST = ('ComputeFilter', 'GPUP2PCliqueFilter', 'PciPassthroughFilter',
+         'NUMATopologyFilter')
+
+
+def row(filters=FIRST, keep=2):
+    return ss.check_scheduler(ss.SchedulerSettings(tuple(filters), keep))
+
+
+class TestSchedulerRow(testtools.TestCase):
+
+    def test_not_a_scheduler_no_row(self):
+        self.assertEqual([], row(('ComputeFilter', 'PciPassthroughFilter')))
+
+    def test_the_recommended_settings(self):
+        [found] = row()
+        self.assertEqual(result.Code.SUCCESS, found.code)
+        [found] = row(keep=1)
+        self.assertEqual('GPUP2PCliqueFilter before Nova\'s candidate '
+                         'filters, 1 candidate per host', found.message)
+
+    def test_ours_after_novas(self):
+        [found] = row(('NUMATopologyFilter', 'GPUP2PCliqueFilter',
+                       'PciPassthroughFilter'))
+        self.assertEqual(result.Code.WARNING, found.code)
+        self.assertIn('NUMATopologyFilter runs before GPUP2PCliqueFilter',
+                      found.message)
+        self.assertIn('list GPUP2PCliqueFilter before PciPassthroughFilter, '
+                      'NUMATopologyFilter', found.fix)
+
+    def test_too_many_candidates(self):
+        for keep, said in ((0, 'all'), (10, 'up to 10')):
+            [found] = row(keep=keep)
+            self.assertEqual(result.Code.WARNING, found.code)
+            self.assertIn('%s of each host\'s candidates' % said,
+                          found.message)
+            self.assertIn('set it to 2', found.fix)
