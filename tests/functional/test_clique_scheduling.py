@@ -494,3 +494,28 @@ class TenBusyHostsSmallCapTest(_CliqueSchedulingBase):
         server = self.boot_settled(self.flavor(4))
         self.assertEqual(NODE1, self.gpus(server))
         self.assert_not_rescheduled()
+
+
+class EightOfEightTest(_CliqueSchedulingBase):
+    """An 8-GPU server on a host whose eight GPUs are one clique.
+
+    Every candidate is an order of the same eight GPUs (40320 of them),
+    which placement compares with one another as it collects them: with a
+    small cap it answers at once, and the filter keeps one.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.placement_fixture.conf_fixture.config(
+            group='placement', max_allocation_candidates=20,
+            allocation_candidates_generation_strategy='breadth-first')
+        self.placement_fixture.conf_fixture.config(
+            group='workarounds', optimize_for_wide_provider_trees=True)
+        self.start_host('host1', 'SYS')
+
+    def test_whole_host_first_try(self):
+        flavor = self.gpu_flavor(8, numa_nodes=2, vcpus=2, extra_specs={
+            layout.CLIQUE_KEY: 'required'})
+        self.assertEqual(tuple(sorted(NODE0 + NODE1)),
+                         self.gpus(self.boot_settled(flavor)))
+        self.assert_not_rescheduled()
