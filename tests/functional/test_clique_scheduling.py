@@ -184,6 +184,18 @@ class _CliqueSchedulingBase(base.GPUHostsTestBase):
         ids = discovery.evaluate(topology, CONF).cliques.ids
         self.flags(device_spec=device_spec_values(ids), group='pci')
 
+    def cap_placement(self, cap: int) -> None:
+        """Placement's cap, shared breadth-first and optimized.
+
+        As scheduling-scale.rst recommends placement's settings, the
+        number aside.
+        """
+        self.placement_fixture.conf_fixture.config(
+            group='placement', max_allocation_candidates=cap,
+            allocation_candidates_generation_strategy='breadth-first')
+        self.placement_fixture.conf_fixture.config(
+            group='workarounds', optimize_for_wide_provider_trees=True)
+
     def start_host(self, hostname: str, level: str) -> None:
         """A compute on :data:`CORPUS_HOST` at ``p2p_level = level``."""
         self.flags(p2p_level=level, group='gpu_p2p')
@@ -435,11 +447,7 @@ class TenHostsTest(_CliqueSchedulingBase):
         # A small share of candidates per host, breadth-first, as
         # scheduling-scale.rst recommends its cap: placement builds 1680
         # orders of four of eight GPUs per host without one.
-        self.placement_fixture.conf_fixture.config(
-            group='placement', max_allocation_candidates=1000,
-            allocation_candidates_generation_strategy='breadth-first')
-        self.placement_fixture.conf_fixture.config(
-            group='workarounds', optimize_for_wide_provider_trees=True)
+        self.cap_placement(1000)
         for hostname in self.HOSTS:
             self.start_host(hostname, 'PHB')
         pair = self.flavor(2, None)
@@ -484,11 +492,7 @@ class TenBusyHostsSmallCapTest(_CliqueSchedulingBase):
         # Placement meets a host's GPUs in the order Nova created their
         # providers, by address: its one candidate is socket 0's free
         # pair and socket 1's first two GPUs.
-        self.placement_fixture.conf_fixture.config(
-            group='placement', max_allocation_candidates=len(self.HOSTS),
-            allocation_candidates_generation_strategy='breadth-first')
-        self.placement_fixture.conf_fixture.config(
-            group='workarounds', optimize_for_wide_provider_trees=True)
+        self.cap_placement(len(self.HOSTS))
 
     def test_required_four_on_the_free_clique_first_try(self):
         server = self.boot_settled(self.flavor(4))
@@ -506,11 +510,7 @@ class EightOfEightTest(_CliqueSchedulingBase):
 
     def setUp(self):
         super().setUp()
-        self.placement_fixture.conf_fixture.config(
-            group='placement', max_allocation_candidates=20,
-            allocation_candidates_generation_strategy='breadth-first')
-        self.placement_fixture.conf_fixture.config(
-            group='workarounds', optimize_for_wide_provider_trees=True)
+        self.cap_placement(20)
         self.start_host('host1', 'SYS')
 
     def test_whole_host_first_try(self):
