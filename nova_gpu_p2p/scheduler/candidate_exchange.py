@@ -26,8 +26,11 @@ failing closed (no candidate rather than a doubtful one):
 1. **The set.** The clique :func:`clique_fit.choose` picks (fewest free
    GPUs that still hold the request; for a request that is not
    ``required``, any free GPUs where no clique holds it), its free GPUs
-   on one host NUMA node first. It is used when no returned candidate
-   fits, or when it spans fewer NUMA nodes than every one that does.
+   on one host NUMA node first; on a host with Fabric Manager partitions,
+   the whole free partition of the request's size that
+   :func:`partition_fit.best_first` would pick. It is used when no
+   returned candidate fits, or when it spans fewer NUMA nodes than every
+   one that does.
 2. **Only like for like.** A provider is exchanged only for one whose pool
    matches it in everything Nova matches a request against (vendor,
    product, device type and device_spec tags; not the clique), which is
@@ -57,6 +60,7 @@ from typing import Any
 import os_traits
 
 from nova_gpu_p2p.scheduler import clique_fit
+from nova_gpu_p2p.scheduler import partition_fit
 from nova_gpu_p2p import traits
 
 #: Traits Nova gives every PCI device provider it reports.
@@ -137,6 +141,29 @@ def target(pools: Sequence[Pool], count: int,
     if len(ordered) < count:
         return None
     return [pool.provider for pool in ordered[:count]]
+
+
+def target_partition(gpus: Mapping[str, partition_fit.Gpu],
+                     count: int) -> list[str] | None:
+    """On a Fabric Manager host: the free partition to take (rule 1).
+
+    The best fit :func:`partition_fit.best_first` would pick among
+    candidates on every partition of ``count`` GPUs whose GPUs are all
+    free; for one GPU, among the free GPUs.
+    """
+    free = [provider for provider, gpu in gpus.items() if gpu.free > 0]
+    if count == 1:
+        sets = [[provider] for provider in free]
+    else:
+        members: dict[int, list[str]] = {}
+        for provider in free:
+            for partition, size in gpus[provider].partitions.items():
+                if size == count:
+                    members.setdefault(partition, []).append(provider)
+        sets = [sorted(found) for _, found in sorted(members.items())
+                if len(found) == count]
+    fits = partition_fit.best_first(sets, gpus)
+    return sets[fits[0].index] if fits else None
 
 
 def _may_take(old: Pool, new: Pool, group: Group) -> bool:

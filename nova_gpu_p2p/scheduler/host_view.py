@@ -177,14 +177,20 @@ def _exchanged(host_state, found: Sequence[Mapping[str, Any]],
 
     :mod:`nova_gpu_p2p.scheduler.candidate_exchange`'s rule.
     """
+    partitioned = partition_gpus(host_state)
     pools = {provider: candidate_exchange.Pool.from_nova(
-        pool, device_spec.tag_clique(pool))
+        pool, device_spec.tag_clique(pool),
+        partitioned[provider].partitions if partitioned else ())
         for provider, pool in _gpu_pools(host_state).items()}
     counts = {len(gpu_providers(c, pools)) for c in found} - {0}
     if len(counts) != 1:
         return None
-    wanted = candidate_exchange.target(list(pools.values()), counts.pop(),
-                                       required)
+    if partitioned:
+        wanted = candidate_exchange.target_partition(partitioned,
+                                                     counts.pop())
+    else:
+        wanted = candidate_exchange.target(list(pools.values()),
+                                           counts.pop(), required)
     if wanted is None:
         return None
     for candidate in found:
@@ -200,11 +206,10 @@ def pruned(host_state, required: bool, keep: int,
     """The candidates to hand on to Nova's filters, and whether GPUs count.
 
     :mod:`nova_gpu_p2p.scheduler.candidates`' rule over the host's
-    candidates; they are returned as they are when none takes a GPU. On
-    a host without Fabric Manager partitions, a candidate built on the set
-    the request should take comes first where none of the returned ones
-    fits, or where it spans fewer NUMA nodes than each of them
-    (:mod:`nova_gpu_p2p.scheduler.candidate_exchange`).
+    candidates; they are returned as they are when none takes a GPU. A
+    candidate built on the set the request should take comes first where
+    none of the returned ones fits, or where it spans fewer NUMA nodes
+    than each of them (:mod:`nova_gpu_p2p.scheduler.candidate_exchange`).
 
     :param groups: the request's groups by suffix, for that exchange.
     """
@@ -223,7 +228,7 @@ def pruned(host_state, required: bool, keep: int,
     spans = [span(candidate) for candidate in unique]
     kept = [unique[index] for index in candidates_mod.choose(
         spans, found, required, keep)]
-    if groups and not partition_gpus(host_state):
+    if groups:
         built = _exchanged(host_state, unique, groups, required)
         if built is not None and (not kept or len(span(built)) < min(
                 len(span(candidate)) for candidate in kept)):

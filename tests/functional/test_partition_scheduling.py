@@ -65,10 +65,7 @@ class _PartitionSchedulingBase(clique_tests._CliqueSchedulingBase):
         self.start_gpu_compute('host1', HGX_HOST,
                                gpu_p2p_options={'p2p_level': 'SYS'})
 
-
-class PartitionsTest(_PartitionSchedulingBase):
-
-    def test_pairs_fill_a_half_then_four_take_the_other(self):
+    def boot_pairs_then_four(self) -> None:
         pair = self.flavor(2)
         self.assertEqual(gpus_of(1, 3), self.gpus(self.boot_settled(pair)))
         # Best fit: the half already in use, not the free one.
@@ -76,6 +73,12 @@ class PartitionsTest(_PartitionSchedulingBase):
         self.assertEqual(gpus_of(5, 6, 7, 8),
                          self.gpus(self.boot_settled(self.flavor(4))))
         self.assert_not_rescheduled()
+
+
+class PartitionsTest(_PartitionSchedulingBase):
+
+    def test_pairs_fill_a_half_then_four_take_the_other(self):
+        self.boot_pairs_then_four()
 
     def test_free_part_of_a_half_is_no_pair(self):
         # Servers of one GPU pack best fit first, whatever their flavor:
@@ -102,3 +105,13 @@ class PartitionsTest(_PartitionSchedulingBase):
         self.assertEqual(gpus_of(*range(1, 9)),
                          self.gpus(self.boot_settled(board)))
         self.assert_not_rescheduled()
+
+
+class OneCandidatePartitionsTest(_PartitionSchedulingBase):
+    """Placement returns one candidate: the partitions are built from it."""
+
+    OURS_FIRST = True
+
+    def test_pairs_fill_a_half_then_four_take_the_other(self):
+        self.cap_placement(1)
+        self.boot_pairs_then_four()

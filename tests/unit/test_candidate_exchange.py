@@ -17,6 +17,7 @@
 import testtools
 
 from nova_gpu_p2p.scheduler import candidate_exchange as ex
+from nova_gpu_p2p.scheduler import partition_fit
 
 REQUEST = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
 ROOT = 'compute-rp'
@@ -150,3 +151,36 @@ class TestExchange(testtools.TestCase):
                                       ['g0', 'g1', 'g2']))
         self.assertIsNone(ex.exchange(candidate(0, 4), host, {},
                                       ['g0', 'g1']))
+
+
+#: An H100 board's partitions of two or more GPUs, as providers g0..g7
+#: carry them (board 0; halves 1, 2; pairs 3 to 6).
+H100 = ({0: 8, 1: 4, 3: 2}, {0: 8, 1: 4, 4: 2}, {0: 8, 1: 4, 3: 2},
+        {0: 8, 1: 4, 4: 2}, {0: 8, 2: 4, 5: 2}, {0: 8, 2: 4, 6: 2},
+        {0: 8, 2: 4, 5: 2}, {0: 8, 2: 4, 6: 2})
+
+
+def board(used=()):
+    return {'g%d' % i: partition_fit.Gpu('g%d' % i, tags,
+                                         0 if i in used else 1)
+            for i, tags in enumerate(H100)}
+
+
+class TestTargetPartition(testtools.TestCase):
+    """Pair {g0, g2} in use: what each size should take."""
+
+    def test_a_pair_fills_the_half_in_use(self):
+        self.assertEqual(['g1', 'g3'],
+                         ex.target_partition(board(used=(0, 2)), 2))
+
+    def test_four_take_the_free_half(self):
+        self.assertEqual(['g4', 'g5', 'g6', 'g7'],
+                         ex.target_partition(board(used=(0, 2)), 4))
+
+    def test_one_gpu_where_least_is_left_free(self):
+        self.assertEqual(['g1'], ex.target_partition(board(used=(0, 2)), 1))
+
+    def test_none_where_no_partition_of_that_size_is_free(self):
+        self.assertIsNone(ex.target_partition(board(used=(0, 2)), 8))
+        self.assertIsNone(ex.target_partition(board(used=(0, 4)), 4))
+        self.assertIsNone(ex.target_partition(board(), 3))

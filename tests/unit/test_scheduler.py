@@ -216,6 +216,26 @@ class TestFilter(_Base):
                      candidates)
         self.assertFalse(self.filter.host_passes(host, _spec()))
 
+    def test_a_partition_built_when_none_came_back(self):
+        # The pair {g0, g2} is used; placement returned only GPUs of two
+        # pairs.
+        request = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
+        candidate = _uuid_candidate(request, 1, 4)
+        candidate['allocations'] = {
+            rp: {'resources': {'CUSTOM_PCI_10DE_2330': 1} if rp != ROOT
+                 else {}} for rp in candidate['allocations']}
+        spec = _spec()
+        spec.requested_resources = [objects.RequestGroup(
+            requester_id='%s-%d' % (request, i),
+            resources={'CUSTOM_PCI_10DE_2330': 1},
+            required_traits={'OWNER_NOVA'}) for i in range(2)]
+        host = _host('h', _board_pools(used=(0, 2)), [candidate])
+        self.assertTrue(self.filter.host_passes(host, spec))
+        [built] = host.allocation_candidates
+        self.assertEqual(['g1', 'g3'], sorted(
+            p for suffix, providers in built['mappings'].items() if suffix
+            for p in providers))
+
     def test_a_one_node_candidate_built_before_those_across_nodes(self):
         # One clique of eight over two nodes, g0 in use; placement's
         # candidates all span both nodes, node 1 holds four free.
