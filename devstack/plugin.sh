@@ -70,7 +70,8 @@ function check_nova_gpu_p2p_settings {
     fi
     local var
     for var in GPU_P2P_FLAVOR_GPUS GPU_P2P_FLAVOR_NUMA_NODES \
-            GPU_P2P_FLAVOR_VCPUS GPU_P2P_FLAVOR_RAM GPU_P2P_FLAVOR_DISK; do
+            GPU_P2P_FLAVOR_VCPUS GPU_P2P_FLAVOR_RAM GPU_P2P_FLAVOR_DISK \
+            GPU_P2P_PLACEMENT_CAP; do
         if [[ -n "${!var}" && ! "${!var}" =~ ^[0-9]+$ ]]; then
             die $LINENO "$var=${!var}: give a whole number"
         fi
@@ -262,10 +263,32 @@ function _gpu_p2p_remove_scheduler_classes {
         "$_GPU_P2P_NOVA_WEIGHERS" "$_GPU_P2P_WEIGHER"
 }
 
-# Drop OPTION of [SECTION] where it is still the True that stack set.
-function _gpu_p2p_remove_true {
-    local file=$1 section=$2 option=$3
-    if [[ "$(iniget "$file" "$section" "$option")" == True ]]; then
+# Whether placement's candidates are capped as scheduling-scale.rst
+# recommends: with GPUs in placement and our filter, which builds a fitting
+# candidate from any one placement returns.
+function _gpu_p2p_caps_placement {
+    [[ "$GPU_P2P_PCI_IN_PLACEMENT" == True &&
+       "$GPU_P2P_SCHEDULER_FILTERS" == True &&
+       "$GPU_P2P_PLACEMENT_CAP" != 0 ]]
+}
+
+# Placement's cap and Nova's limit: GPU_P2P_PLACEMENT_CAP candidates per
+# request, shared breadth-first between hosts.
+function _gpu_p2p_set_placement_cap {
+    if is_service_enabled n-sch; then
+        iniset "$NOVA_CONF" scheduler max_placement_results "$GPU_P2P_PLACEMENT_CAP"
+    fi
+    if is_service_enabled placement-api; then
+        iniset "$PLACEMENT_CONF" placement max_allocation_candidates "$GPU_P2P_PLACEMENT_CAP"
+        iniset "$PLACEMENT_CONF" placement allocation_candidates_generation_strategy breadth-first
+        iniset "$PLACEMENT_CONF" workarounds optimize_for_wide_provider_trees True
+    fi
+}
+
+# Drop OPTION of [SECTION] where it still has the VALUE that stack set.
+function _gpu_p2p_remove_value {
+    local file=$1 section=$2 option=$3 value=$4
+    if [[ -f "$file" && "$(iniget "$file" "$section" "$option")" == "$value" ]]; then
         inidelete "$file" "$section" "$option"
     fi
 }
@@ -307,6 +330,9 @@ function configure_nova_gpu_p2p {
     fi
     if is_service_enabled n-sch && [[ "$GPU_P2P_SCHEDULER_FILTERS" == True ]]; then
         _gpu_p2p_add_scheduler_classes "$NOVA_CONF"
+    fi
+    if _gpu_p2p_caps_placement; then
+        _gpu_p2p_set_placement_cap
     fi
     if is_service_enabled n-api && [[ -n "$GPU_P2P_FLAVOR_GPUS" ]]; then
         # Refuse bad flavor settings now, before the services start.
@@ -386,8 +412,8 @@ function cleanup_nova_gpu_p2p {
             _gpu_p2p_remove_clique_device_specs "$conf"
         fi
         if [[ "$GPU_P2P_PCI_IN_PLACEMENT" == True ]]; then
-            _gpu_p2p_remove_true "$conf" pci report_in_placement
-            _gpu_p2p_remove_true "$conf" filter_scheduler pci_in_placement
+            _gpu_p2p_remove_value "$conf" pci report_in_placement True
+            _gpu_p2p_remove_value "$conf" filter_scheduler pci_in_placement True
         fi
         if [[ -n "$GPU_P2P_CPU_DEDICATED_SET" &&
                 "$(iniget "$conf" compute cpu_dedicated_set)" == "$GPU_P2P_CPU_DEDICATED_SET" ]]; then
@@ -396,7 +422,15 @@ function cleanup_nova_gpu_p2p {
         if [[ "$GPU_P2P_SCHEDULER_FILTERS" == True ]]; then
             _gpu_p2p_remove_scheduler_classes "$conf"
         fi
+        if _gpu_p2p_caps_placement; then
+            _gpu_p2p_remove_value "$conf" scheduler max_placement_results "$GPU_P2P_PLACEMENT_CAP"
+        fi
     done
+    if _gpu_p2p_caps_placement; then
+        _gpu_p2p_remove_value "${PLACEMENT_CONF:-}" placement max_allocation_candidates "$GPU_P2P_PLACEMENT_CAP"
+        _gpu_p2p_remove_value "${PLACEMENT_CONF:-}" placement allocation_candidates_generation_strategy breadth-first
+        _gpu_p2p_remove_value "${PLACEMENT_CONF:-}" workarounds optimize_for_wide_provider_trees True
+    fi
     # pip_uninstall ignores devstack's global venv (GLOBAL_VENV), where
     # pip_install put the package: point it there.
     if [[ "${GLOBAL_VENV:-}" == True && -d "${DEVSTACK_VENV:-}" ]]; then

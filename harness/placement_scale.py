@@ -161,14 +161,30 @@ UNLIMITED = Settings('no limit', max_placement_results=None)
 #: What placement's option help suggests for wide provider trees.
 PLACEMENT_HELP = Settings('placement help', NOVA_LIMIT, 100000,
                           'breadth-first', True)
-#: What doc/source/scheduling-scale.rst recommends.
-RECOMMENDED = Settings('recommended', 10000, 10000, 'breadth-first', True)
+#: What doc/source/scheduling-scale.rst recommended before the filter
+#: built candidates from the pools: placement's answer alone had to hold
+#: a fitting one.
+CAP_10000 = Settings('cap 10000', 10000, 10000, 'breadth-first', True)
+#: Candidates per compute node in the recommended cap.
+PER_HOST = 2
+#: The cloud doc/source/scheduling-scale.rst sizes its example for.
+DOC_HOSTS = 50
 #: The flavor's alias bound to clique 0, with the small cap it needs:
 #: all candidates are then orders of the same GPUs, which placement keeps
 #: apart by comparing each new one with every one it has.
 PER_CLIQUE = Settings('clique-0 alias', 200, 200, 'breadth-first', True,
                       alias_clique=0)
-SETTINGS = (UNLIMITED, DEFAULTS, PLACEMENT_HELP, RECOMMENDED, PER_CLIQUE)
+SETTINGS = (UNLIMITED, DEFAULTS, PLACEMENT_HELP, CAP_10000, PER_CLIQUE)
+
+
+def recommended(hosts: int) -> Settings:
+    """What doc/source/scheduling-scale.rst recommends for ``hosts``.
+
+    Two candidates per compute node, breadth-first, optimized: the filter
+    builds a fitting candidate from any one a host gets.
+    """
+    cap = PER_HOST * hosts
+    return Settings('recommended', cap, cap, 'breadth-first', True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,16 +249,16 @@ def luck_cases(seeds: int = 8) -> list[Case]:
     10000 for one host, at 10000 and 30000 for three. 8 of 16 on empty
     8+8 hosts, recommended and with the clique-0 alias.
     """
-    thirty = dataclasses.replace(RECOMMENDED, name='cap 30000',
+    thirty = dataclasses.replace(CAP_10000, name='cap 30000',
                                  max_placement_results=30000,
                                  max_allocation_candidates=30000)
-    thousand = dataclasses.replace(RECOMMENDED, name='cap 1000',
+    thousand = dataclasses.replace(CAP_10000, name='cap 1000',
                                    max_placement_results=NOVA_LIMIT,
                                    max_allocation_candidates=NOVA_LIMIT)
     four = [(Layout((8, 8)), ()), (Layout((8, 8)), (0,)),
             (Layout((4, 4, 4, 4)), ()), (Layout((4, 4, 4, 4)), (0,)),
             (Layout((4, 4, 4, 4)), (0, 4, 8))]
-    runs = [(1, thousand), (1, RECOMMENDED), (3, RECOMMENDED), (3, thirty)]
+    runs = [(1, thousand), (1, CAP_10000), (3, CAP_10000), (3, thirty)]
     cases = [Case(layout, 4, hosts, busy, settings, seed)
              for seed in range(seeds)
              for layout, busy in four
@@ -250,7 +266,7 @@ def luck_cases(seeds: int = 8) -> list[Case]:
     cases += [Case(Layout((8, 8)), 8, hosts, (), settings, seed)
               for seed in range(seeds)
               for hosts in (1, 3)
-              for settings in (RECOMMENDED, PER_CLIQUE)]
+              for settings in (CAP_10000, PER_CLIQUE)]
     return cases
 
 
@@ -339,6 +355,7 @@ def host_traits(layout: Layout) -> list[str]:
 
 
 def gpu_name(host: int, gpu: int) -> str:
+    """The GPU's provider name; :func:`filtered` reads the GPU back."""
     return 'host%d-gpu%02d' % (host, gpu)
 
 
@@ -462,6 +479,27 @@ def _build_hosts(placement: _Placement, case: Case) -> dict[str, str]:
     return names
 
 
+def _best_fit(case: Case) -> tuple[
+        dict[str, int], dict[str, clique_fit.Gpu], dict[int, int],
+        int | None]:
+    """Each GPU name's host and GPU, free GPUs per clique, the best fit.
+
+    Hosts are identical: the free GPUs and best-fit clique of one are
+    every host's.
+    """
+    host_of = {}
+    gpus = {}
+    for host in range(case.hosts):
+        for gpu in range(case.layout.gpus):
+            name = gpu_name(host, gpu)
+            host_of[name] = host
+            gpus[name] = clique_fit.Gpu(name, case.layout.clique_of(gpu),
+                                        int(case.free(gpu)))
+    free = clique_fit.free_per_group(
+        gpu for name, gpu in gpus.items() if host_of[name] == 0)
+    return host_of, gpus, free, clique_fit.choose(free, case.request)
+
+
 def judge(case: Case, candidates: Iterable[Sequence[str]]) -> dict:
     """Per host: candidates, the one-clique ones, whether a best fit is kept.
 
@@ -475,17 +513,7 @@ def judge(case: Case, candidates: Iterable[Sequence[str]]) -> dict:
     every candidate would; ``fit_exists`` whether the free GPUs of a host
     hold a fitting set at all.
     """
-    host_of = {}
-    gpus = {}
-    for host in range(case.hosts):
-        for gpu in range(case.layout.gpus):
-            name = gpu_name(host, gpu)
-            host_of[name] = host
-            gpus[name] = clique_fit.Gpu(name, case.layout.clique_of(gpu),
-                                        int(case.free(gpu)))
-    free = clique_fit.free_per_group(
-        gpu for name, gpu in gpus.items() if host_of[name] == 0)
-    best = clique_fit.choose(free, case.request)
+    host_of, gpus, free, best = _best_fit(case)
     counts = [0] * case.hosts
     fitting = [0] * case.hosts
     sets: list[set[frozenset[str]]] = [set() for _ in range(case.hosts)]
@@ -503,12 +531,12 @@ def judge(case: Case, candidates: Iterable[Sequence[str]]) -> dict:
             'best_fit_kept': kept, 'fit_exists': best is not None}
 
 
-def run_case(case: Case, query: str, microversion: str) -> dict:
-    """Build the hosts and time the GET; what :func:`judge` makes of it.
+def answer(case: Case, query: str, microversion: str
+           ) -> tuple[list[list[str]], dict]:
+    """Build the hosts and time the GET: each candidate's GPU names.
 
-    In this process; :func:`measure` calls it in a forked child. The
-    time is the GET with its JSON parsed, as Nova's report client does;
-    ``peak_mb`` is how far the resident set grew meanwhile.
+    The time is the GET with its JSON parsed, as Nova's report client
+    does; ``peak_mb`` is how far the resident set grew meanwhile.
     """
     with _Placement(case.settings, microversion) as placement:
         names = _build_hosts(placement, case)
@@ -521,9 +549,18 @@ def run_case(case: Case, query: str, microversion: str) -> dict:
     candidates = [[names[rp] for rps in request['mappings'].values()
                    for rp in rps if rp in names]
                   for request in body['allocation_requests']]
-    return dict(judge(case, candidates), status='ok', seconds=seconds,
-                response_mb=len(response.content) / 2 ** 20,
-                peak_mb=max(0.0, peak - before))
+    return candidates, {'seconds': seconds,
+                        'response_mb': len(response.content) / 2 ** 20,
+                        'peak_mb': max(0.0, peak - before)}
+
+
+def run_case(case: Case, query: str, microversion: str) -> dict:
+    """:func:`answer`, and what :func:`judge` makes of it.
+
+    In this process; :func:`measure` calls it in a forked child.
+    """
+    candidates, stats = answer(case, query, microversion)
+    return dict(judge(case, candidates), status='ok', **stats)
 
 
 #: The sockets of a GPU host, its GPUs split evenly over them in order.
@@ -579,6 +616,42 @@ def _scheduler_host(layout: Layout, candidates: Sequence[Sequence[int]],
                       for group, gpu in zip(groups, gpus)}}
         for gpus in candidates]
     return host
+
+
+def filtered(case: Case, candidates: Iterable[Sequence[str]]) -> dict:
+    """What GPUP2PCliqueFilter hands Nova's filters on each host, judged.
+
+    Each host's candidates from placement (GPU names, as :func:`answer`
+    gives them) go through the filter on a scheduler HostState of the
+    case's layout and busy GPUs (:func:`_scheduler_host`), with the
+    default ``candidates_per_host``. Per host, ``built_fit``: its first
+    candidate is free GPUs of one clique; ``built_best_fit``: and leaves
+    as few GPUs of its clique free as best fit can.
+    """
+    host_of, _, free, best = _best_fit(case)
+    provider = {str(uuid.uuid5(NAMESPACE, gpu_name(0, gpu))): gpu
+                for gpu in range(case.layout.gpus)}
+    per_host: list[list[list[int]]] = [[] for _ in range(case.hosts)]
+    for providers in candidates:
+        per_host[host_of[providers[0]]].append(
+            [int(name.rpartition('-gpu')[2]) for name in providers])
+    fit, best_fit = [], []
+    with _nova_config(case.settings.max_placement_results):
+        spec = _request_spec(case.request)
+        for found in per_host:
+            host = _scheduler_host(case.layout, found, spec, case.busy)
+            first = None
+            if found and scheduler.GPUP2PCliqueFilter().host_passes(
+                    host, spec):
+                first = [provider[rp] for rps in host.allocation_candidates[
+                    0]['mappings'].values() for rp in rps]
+            cliques = {case.layout.clique_of(gpu) for gpu in first or ()}
+            fits = (len(cliques) == 1 and len(first) == case.request
+                    and all(case.free(gpu) for gpu in first))
+            fit.append(fits)
+            best_fit.append(fits and best is not None and free[
+                clique_fit.Group(cliques.pop())] == free[best])
+    return {'built_fit': fit, 'built_best_fit': best_fit}
 
 
 #: Nova's candidate filters for a GPU flavor with PCI in placement, in
@@ -889,6 +962,39 @@ def filter_table(candidates: int = 200) -> str:
                    'ms, Nova\'s filters first', 'ms, ours first'), rows)
 
 
+def small_cap_table(hosts: Sequence[int] = (1, 3, 50)) -> str:
+    """16-GPU hosts under :func:`recommended`: placement, then the filter.
+
+    In this process (every answer is small): placement's GET time, what
+    it returned per host, and whether GPUP2PCliqueFilter handed Nova a
+    one-clique (``fit``) and best-fit candidate on every host
+    (:func:`filtered`).
+    """
+    rows = []
+    for count in hosts:
+        for layout, request in ((Layout((8, 8)), 4), (Layout((8, 8)), 8),
+                                (Layout((4, 4, 4, 4)), 4)):
+            for busy in BUSY + ((0, 4, 8),) * (len(layout.cliques) == 4):
+                case = Case(layout, request, count, busy,
+                            recommended(count))
+                query, microversion = nova_query(
+                    request, case.settings.max_placement_results)
+                candidates, stats = answer(case, query, microversion)
+                judged = judge(case, candidates)
+                built = filtered(case, candidates)
+                rows.append([
+                    str(layout.gpus), layout.name, str(request), str(count),
+                    _busy(busy), str(case.settings.max_allocation_candidates),
+                    '%.2f s' % stats['seconds'],
+                    str(sum(judged['candidates'])),
+                    str(sum(judged['fitting'])),
+                    '%d/%d' % (sum(built['built_fit']), count),
+                    '%d/%d' % (sum(built['built_best_fit']), count)])
+    return _table(('GPUs', 'cliques', 'req', 'hosts', 'busy', 'cap',
+                   'placement', 'candidates', 'one-clique', 'filter: fit',
+                   'best fit'), rows)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--timeout', type=float, default=60.0,
@@ -905,6 +1011,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument('--filters', action='store_true',
                         help='time the scheduler filters per candidate '
                         'instead')
+    parser.add_argument('--small-cap', action='store_true',
+                        help='the recommended cap on 16-GPU hosts, with '
+                        'the filter, instead')
     parser.add_argument('--json', help='also write the records here')
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -913,6 +1022,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.filters:
         print(filter_table())
+        return
+    if args.small_cap:
+        print(small_cap_table())
         return
     cases = (luck_cases(args.seeds or 8) if args.luck
              else default_cases(hosts=args.hosts, seeds=args.seeds or 1))

@@ -384,4 +384,8 @@ def scheduler_settings() -> list[str]:
         'available_filters = %s' % CLIQUE_FILTER,
         'enabled_filters = %s' % ','.join(NOVA_DEFAULT_FILTERS + P2P_FILTERS),
         'weight_classes = %s,%s' % (NOVA_ALL_WEIGHERS, CLIQUE_WEIGHER),
+        '# and [scheduler] max_placement_results, with placement.conf\'s '
+        'max_allocation_candidates,',
+        '# at twice the compute nodes (see "Scheduling required flavors at '
+        'scale").',
     ]

@@ -656,6 +656,48 @@ def print_scheduling_at_cloud_size(result: dict) -> None:
                 row['hosts_rejected_all']))
 
 
+SELECT = 'select_destinations_at_cloud_size'
+SELECT_CLOUD = 'select_bench_cloud.SelectCloud'
+
+
+def select_destinations_at_cloud_size() -> dict:
+    """Nova's whole select_destinations per request, 10 to 100 hosts.
+
+    harness/select_bench_cloud.py: an in-process cloud per shape and
+    size, under the settings scheduling-scale.rst recommends.
+    """
+    # Nova's functional test code, only where an in-process cloud runs.
+    from harness import select_bench_cloud
+    return {'records': [
+        record for hosts in CLOUD_HOSTS
+        for shape in select_bench_cloud.SHAPES
+        for record in cloud_runner.run('select', cloud=SELECT_CLOUD,
+                                       shape=shape, hosts=hosts)]}
+
+
+def print_select_destinations_at_cloud_size(result: dict) -> None:
+    print('\nScheduling at cloud size: Nova\'s select_destinations per '
+          'request (harness/select_bench_cloud.py; placement\'s cap 2 per '
+          'host, breadth-first; GPUP2PCliqueFilter first; every other host '
+          'running a required pair)')
+    print('  %-20s %5s %4s %-8s %8s %11s %9s %10s %8s %6s %5s %4s' % (
+        'shape', 'hosts', 'GPUs', 'flavor', 'select s', 'placement s',
+        'filters s', 'candidates', 'fitting', 'kept', 'one', 'best'))
+    for row in result['records']:
+        print('  %-20s %5d %4d %-8s %8.2f %11.2f %9.2f %10d %8d %6d %5s %4s'
+              % (row['shape'], row['hosts'], row['gpus'],
+                 'required' if row['required'] else 'plain',
+                 row['select_seconds'], row['placement_seconds'],
+                 row['filter_seconds'], row['candidates'],
+                 row['hosts_fitting'], row['hosts_kept'],
+                 'yes' if row['one_group'] else 'no',
+                 'yes' if row['best_fit'] else 'no'))
+    print('  fitting: hosts with a free set that fits the flavor; kept: '
+          'hosts Nova\'s filters passed; one: the GPUs claimed are one '
+          'clique (Fabric Manager: one partition); best: and leave as few '
+          'free in their clique (half board) as any fitting claim could')
+
+
 FABRIC = 'fabric_nvlink'
 FABRIC_CLOUD = 'fabric_bench_cloud.FabricBenchCloud'
 FABRIC_TITLES = {'nvlink_pairs': 'NVLink pairs (goal 100%)',
@@ -1101,7 +1143,8 @@ def main(argv: list[str]) -> int:
         print(json.dumps(run()))
         return 0
     clouds = {GUEST_XML: guest_xml, DECISION_QUALITY: decision_quality_run,
-              SCALE: guest_xml_scale, FABRIC: fabric_nvlink}
+              SCALE: guest_xml_scale, FABRIC: fabric_nvlink,
+              SELECT: select_destinations_at_cloud_size}
     children = {PRIVSEP: privsep_reads, STALL: greenthread_stall}
     known = (set(BENCHMARKS) | set(clouds) | set(children)
              | {MEMORY, SCHEDULING, CLOUD_FILTERS})
@@ -1148,6 +1191,8 @@ def main(argv: list[str]) -> int:
         print_scheduling_at_cloud_size(results[CLOUD_FILTERS])
     if FABRIC in results:
         print_fabric_nvlink(results[FABRIC])
+    if SELECT in results:
+        print_select_destinations_at_cloud_size(results[SELECT])
     if PRIVSEP in results:
         print_privsep_reads(results[PRIVSEP])
     if STALL in results:

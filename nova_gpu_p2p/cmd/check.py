@@ -59,7 +59,8 @@ def cmd_check(args: argparse.Namespace) -> int:
            if sources.config_read(opts) else None)
     scheduler = (scheduler_settings.SchedulerSettings(
         tuple(opts.filter_scheduler.enabled_filters),
-        opts.gpu_p2p.candidates_per_host)
+        opts.gpu_p2p.candidates_per_host,
+        opts.scheduler.max_placement_results)
         if sources.config_read(opts) else None)
     group = opts.gpu_p2p
     level = link_class.LinkClass[args.level or group.p2p_level]

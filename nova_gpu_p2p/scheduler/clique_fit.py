@@ -84,6 +84,11 @@ class Fit:
         """Fits of one family take GPUs of one group."""
         return self.group
 
+    @property
+    def cost(self) -> int:
+        """What best fit minimises; equal costs are equally good fits."""
+        return self.leftover
+
 
 def free_per_group(gpus: Iterable[Gpu]) -> dict[Group, int]:
     """Free GPUs in each group (rule 1)."""

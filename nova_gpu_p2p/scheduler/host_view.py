@@ -208,8 +208,9 @@ def pruned(host_state, required: bool, keep: int,
     :mod:`nova_gpu_p2p.scheduler.candidates`' rule over the host's
     candidates; they are returned as they are when none takes a GPU. A
     candidate built on the set the request should take comes first where
-    none of the returned ones fits, or where it spans fewer NUMA nodes
-    than each of them (:mod:`nova_gpu_p2p.scheduler.candidate_exchange`).
+    none of the returned ones fits, where it fits better than the best of
+    them, or where it spans fewer NUMA nodes than each of them
+    (:mod:`nova_gpu_p2p.scheduler.candidate_exchange`).
 
     :param groups: the request's groups by suffix, for that exchange.
     """
@@ -230,7 +231,21 @@ def pruned(host_state, required: bool, keep: int,
         spans, found, required, keep)]
     if groups:
         built = _exchanged(host_state, unique, groups, required)
-        if built is not None and (not kept or len(span(built)) < min(
-                len(span(candidate)) for candidate in kept)):
+        if built is not None and (
+                not kept or _fits_better(host_state, built, kept[0])
+                or len(span(built)) < min(len(span(candidate))
+                                          for candidate in kept)):
             kept = [built] + kept[:keep - 1 if keep else None]
     return kept, True
+
+
+def _fits_better(host_state, built: Mapping[str, Any],
+                 first: Mapping[str, Any]) -> bool:
+    """Whether the built candidate is a strictly better fit than ``first``.
+
+    Placement may return a fitting candidate on a clique other than the
+    best fit; ties keep placement's own.
+    """
+    ranked, _ = fits(host_state, [first, built])
+    return bool(ranked) and ranked[0].index == 1 and (
+        len(ranked) == 1 or ranked[0].cost < ranked[1].cost)

@@ -80,6 +80,11 @@ class Fit:
         """Fits of one family are one partition (None: single GPUs)."""
         return self.partition
 
+    @property
+    def cost(self) -> tuple[int, ...]:
+        """What best fit minimises; equal costs are equally good fits."""
+        return self.enclosing_free
+
 
 def free_per_partition(gpus: Iterable[Gpu]) -> dict[int, int]:
     """Free GPUs in each partition of two or more (rule 1)."""

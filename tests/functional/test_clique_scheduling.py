@@ -41,6 +41,7 @@ from nova.scheduler.client import report
 from nova.tests import fixtures as nova_fixtures
 
 from harness import nova_cloud as base
+from harness import placement_scale
 from harness import scheduling_sim
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import driver
@@ -102,6 +103,9 @@ class _CliqueSchedulingBase(base.GPUHostsTestBase):
     #: recommends: needed where Nova's would refuse every candidate
     #: placement returned, before ours can build one.
     OURS_FIRST = False
+    #: Placement's candidates sorted by GPU address
+    #: (:meth:`in_address_order`), else in placement's own order.
+    ADDRESS_ORDER = True
 
     @property
     def ADDITIONAL_FILTERS(self) -> list[str]:
@@ -125,10 +129,11 @@ class _CliqueSchedulingBase(base.GPUHostsTestBase):
         # worker must not hide this test's.
         self.useFixture(fixtures.MockPatch(
             'nova_gpu_p2p.scheduler.host_view._legacy_warned', False))
-        self.useFixture(fixtures.MockPatchObject(
-            report.SchedulerReportClient, 'get_allocation_candidates',
-            self.in_address_order(
-                report.SchedulerReportClient.get_allocation_candidates)))
+        if self.ADDRESS_ORDER:
+            self.useFixture(fixtures.MockPatchObject(
+                report.SchedulerReportClient, 'get_allocation_candidates',
+                self.in_address_order(
+                    report.SchedulerReportClient.get_allocation_candidates)))
         self.useFixture(fixtures.MockPatchObject(
             driver.GPUP2PLibvirtDriver, 'update_provider_tree',
             self.own_device_spec(
@@ -195,8 +200,9 @@ class _CliqueSchedulingBase(base.GPUHostsTestBase):
         """Placement's cap, shared breadth-first and optimized.
 
         As scheduling-scale.rst recommends placement's settings, the
-        number aside.
+        number aside; Nova's limit the same.
         """
+        self.flags(max_placement_results=cap, group='scheduler')
         self.placement_fixture.conf_fixture.config(
             group='placement', max_allocation_candidates=cap,
             allocation_candidates_generation_strategy='breadth-first')
@@ -448,13 +454,10 @@ class TenHostsTest(_CliqueSchedulingBase):
     """
 
     HOSTS = ['host%d' % n for n in range(10)]
+    OURS_FIRST = True
 
     def setUp(self):
         super().setUp()
-        # A small share of candidates per host, breadth-first, as
-        # scheduling-scale.rst recommends its cap: placement builds 1680
-        # orders of four of eight GPUs per host without one.
-        self.cap_placement(1000)
         for hostname in self.HOSTS:
             self.start_host(hostname, 'PHB')
         pair = self.flavor(2, None)
@@ -462,6 +465,10 @@ class TenHostsTest(_CliqueSchedulingBase):
             # Forced, so Nova's own order: a pair of socket 0's clique.
             server = self.boot_settled(pair, az='nova:%s' % hostname)
             self.assertEqual(NODE0[:2], self.gpus(server))
+        # Placement's cap as scheduling-scale.rst recommends it, two
+        # candidates per host: it builds 1680 orders of four of eight GPUs
+        # per host without one.
+        self.cap_placement(placement_scale.PER_HOST * len(self.HOSTS))
 
     def test_four_take_a_whole_free_clique_first_try(self):
         for mode in ('required', None):
@@ -507,13 +514,13 @@ class EightOfEightTest(_CliqueSchedulingBase):
     """An 8-GPU server on a host whose eight GPUs are one clique.
 
     Every candidate is an order of the same eight GPUs (40320 of them),
-    which placement compares with one another as it collects them: with a
-    small cap it answers at once, and the filter keeps one.
+    which placement compares with one another as it collects them: with
+    the recommended cap it answers at once, and the filter keeps one.
     """
 
     def setUp(self):
         super().setUp()
-        self.cap_placement(20)
+        self.cap_placement(placement_scale.PER_HOST)
         self.start_host('host1', 'SYS')
 
     def test_whole_host_first_try(self):

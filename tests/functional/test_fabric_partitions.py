@@ -31,6 +31,7 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 
 from harness import fake_fabric
 from harness import nova_cloud as base
+from harness import placement_scale
 from nova_gpu_p2p.fabric import partitions
 from tests.fixtures import fake_fm
 from tests.functional import test_clique_scheduling as clique_tests
@@ -46,10 +47,15 @@ LOST = 'keeps running without what its flavor requires'
 class _FabricBase(clique_tests._CliqueSchedulingBase):
     """One HGX compute with its own stand-in Fabric Manager."""
 
+    #: As doc/source/scheduling-scale.rst recommends, with its cap.
+    OURS_FIRST = True
+
     def setUp(self):
         super().setUp()
         if not self.PCI_IN_PLACEMENT:
             self.flags(report_in_placement=False, group='pci')
+        # As doc/source/scheduling-scale.rst recommends, for one host.
+        self.cap_placement(placement_scale.PER_HOST)
         self.useFixture(fixtures.MockPatch(
             'tests.functional.test_clique_scheduling.device_spec_values',
             partition_tests.device_spec_values))

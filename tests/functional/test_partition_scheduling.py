@@ -27,6 +27,7 @@ partition. Candidates come in PCI address order
 
 import fixtures
 
+from harness import placement_scale
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p.fabric import partitions
 from tests.fixtures import fake_fm
@@ -94,12 +95,11 @@ class PartitionsTest(_PartitionSchedulingBase):
         self.assert_not_rescheduled()
 
     def test_whole_board(self):
-        # Every candidate for all eight GPUs is the board: a few are as
-        # good as its 8! orderings, which placement would otherwise build
-        # from 8^8 combinations and Nova judge one by one.
-        self.placement_fixture.conf_fixture.config(
-            group='placement', max_allocation_candidates=20,
-            allocation_candidates_generation_strategy='depth-first')
+        # Every candidate for all eight GPUs is the board: under the
+        # recommended cap placement stops at two of its 8! orderings,
+        # which it would otherwise build from 8^8 combinations and Nova
+        # judge one by one.
+        self.cap_placement(placement_scale.PER_HOST)
         board = self.gpu_flavor(8, numa_nodes=2, vcpus=2, extra_specs={
             clique_tests.layout.CLIQUE_KEY: 'required'})
         self.assertEqual(gpus_of(*range(1, 9)),

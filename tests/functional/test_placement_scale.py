@@ -12,15 +12,17 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The documented placement settings keep a one-clique candidate.
+"""The documented settings: a one-clique candidate from a small answer.
 
 A 16-GPU host of four cliques of four, one GPU of each of the first three
 in use: only clique 3 holds a 4-GPU ``required`` server. Nova's query for
-the documented flavor goes to placement's real WSGI application; with
-the settings of doc/source/scheduling-scale.rst a candidate on clique 3
-reaches the scheduler, with placement's generation cut at Nova's default
-1000 it does not. One host and a ``limit`` no lower than placement's cap:
-the answer depends on neither the hash seed nor the host order.
+the documented flavor goes to placement's real WSGI application. Under
+the settings of doc/source/scheduling-scale.rst placement returns two
+candidates, neither on clique 3, and ``GPUP2PCliqueFilter`` builds one
+there from the host's pools; before the filter did, placement's answer
+alone had to hold one: at a cap of 10000 it did, at Nova's default 1000
+it does not. One host and a ``limit`` no lower than placement's cap: the
+answer depends on neither the hash seed nor the host order.
 """
 
 import configparser
@@ -57,17 +59,26 @@ def documented_settings() -> dict[str, configparser.ConfigParser]:
 
 class PlacementScaleTest(testtools.TestCase):
 
-    def run_case(self, settings: placement_scale.Settings) -> dict:
+    def answer(self, settings: placement_scale.Settings
+               ) -> tuple[placement_scale.Case, list[list[str]]]:
         case = dataclasses.replace(HOST, settings=settings)
         query, microversion = placement_scale.nova_query(
             case.request, settings.max_placement_results)
-        return placement_scale.run_case(case, query, microversion)
+        candidates, _ = placement_scale.answer(case, query, microversion)
+        return case, candidates
+
+    def run_case(self, settings: placement_scale.Settings) -> dict:
+        return placement_scale.judge(*self.answer(settings))
 
     def test_documented_settings_are_the_measured_ones(self):
         blocks = documented_settings()
         placement = blocks['placement.conf']
         nova = blocks['nova.conf']
-        recommended = placement_scale.RECOMMENDED
+        with open(DOC) as page:
+            hosts = int(re.search(r'Two candidates per compute node '
+                                  r'\(here (\d+)\)', page.read())[1])
+        self.assertEqual(placement_scale.DOC_HOSTS, hosts)
+        recommended = placement_scale.recommended(hosts)
         self.assertEqual(
             (recommended.max_allocation_candidates,
              recommended.generation_strategy,
@@ -92,21 +103,30 @@ class PlacementScaleTest(testtools.TestCase):
         for nova_filter in placement_scale.NOVA_FILTERS:
             self.assertLess(ours, enabled.index(nova_filter.__name__))
 
-    def test_recommended_settings_keep_the_only_fitting_clique(self):
-        result = self.run_case(placement_scale.RECOMMENDED)
-        self.assertEqual('ok', result['status'])
+    def test_the_filter_builds_the_only_fitting_clique(self):
+        case, candidates = self.answer(placement_scale.recommended(1))
+        # Placement stopped at its cap of two: neither is on clique 3.
+        self.assertEqual(
+            {'candidates': [placement_scale.PER_HOST], 'fitting': [0]},
+            {key: placement_scale.judge(case, candidates)[key]
+             for key in ('candidates', 'fitting')})
+        self.assertEqual({'built_fit': [True], 'built_best_fit': [True]},
+                         placement_scale.filtered(case, candidates))
+
+    def test_a_cap_of_10000_kept_it_without_the_filter(self):
+        result = self.run_case(placement_scale.CAP_10000)
         self.assertTrue(result['fit_exists'])
         self.assertGreater(result['fitting'][0], 0)
         self.assertEqual([True], result['best_fit_kept'])
         # Placement stopped at its cap: not every candidate was built.
         self.assertEqual(
-            [placement_scale.RECOMMENDED.max_allocation_candidates],
+            [placement_scale.CAP_10000.max_allocation_candidates],
             result['candidates'])
 
     def test_a_cap_of_1000_loses_it(self):
         cap = placement_scale.NOVA_LIMIT
         result = self.run_case(dataclasses.replace(
-            placement_scale.RECOMMENDED, name='cap 1000',
+            placement_scale.CAP_10000, name='cap 1000',
             max_placement_results=cap, max_allocation_candidates=cap))
         self.assertEqual([cap], result['candidates'])
         self.assertEqual([0], result['fitting'])

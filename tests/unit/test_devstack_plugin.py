@@ -92,6 +92,8 @@ enabled_filters = %s
 cpu_mode = none
 virt_type = kvm
 """ % DEVSTACK_FILTERS
+#: placement.conf as devstack's lib/placement leaves it, in short.
+PLACEMENT_SEED = '[placement_database]\nconnection = sqlite://\n'
 ALL_SERVICES = 'key,g-api,n-api,n-cond,n-sch,n-cpu,placement-api'
 #: stack.sh's plugin phases in order, and nova-compute's start between
 #: post-config and extra (start_nova_compute copies nova.conf to
@@ -169,6 +171,9 @@ class Devstack(fixtures.Fixture):
         os.makedirs(etc)
         self.nova_conf = os.path.join(etc, 'nova.conf')
         self.cpu_conf = os.path.join(etc, 'nova-cpu.conf')
+        self.placement_conf = os.path.join(self.root, 'placement.conf')
+        with open(self.placement_conf, 'w') as f:
+            f.write(PLACEMENT_SEED)
         self.log = os.path.join(self.root, 'calls.log')
         with open(self.nova_conf, 'w') as f:
             f.write(self.seed)
@@ -203,6 +208,7 @@ class Devstack(fixtures.Fixture):
             'DEST': self.dest,
             'NOVA_CONF': self.nova_conf,
             'NOVA_CPU_CONF': self.cpu_conf,
+            'PLACEMENT_CONF': self.placement_conf,
             'NOVA_BIN_DIR': os.path.join(STANDIN, 'bin'),
         }
         env.update(self.settings)
@@ -354,13 +360,36 @@ class TestStack(testtools.TestCase):
         # No restart: everything is written before stack.sh starts Nova.
         written = {c[1] for c in host.calls() if c[0].startswith('ini')
                    and c[0] not in ('iniget', 'ini_has_option')}
-        self.assertEqual({host.nova_conf}, written)
+        self.assertEqual({host.nova_conf, host.placement_conf}, written)
+        # Placement's cap as scheduling-scale.rst recommends it.
+        self.assertEqual({'max_placement_results': ['20']},
+                         ini['scheduler'])
+        self.assertEqual(
+            {'max_allocation_candidates': ['20'],
+             'allocation_candidates_generation_strategy': ['breadth-first']},
+            host.ini(host.placement_conf)['placement'])
+        self.assertEqual(
+            {'optimize_for_wide_provider_trees': ['True']},
+            host.ini(host.placement_conf)['workarounds'])
 
     def test_filters_off(self):
         host = self.stack(GPU_P2P_SCHEDULER_FILTERS='False')
         self.assertEqual({'enabled_filters': [DEVSTACK_FILTERS],
                           'pci_in_placement': ['True']},
                          host.ini()['filter_scheduler'])
+        # Without the filter a small cap would lose fitting hosts.
+        self.assertNotIn('scheduler', host.ini())
+        self.assertNotIn('placement', host.ini(host.placement_conf))
+
+    def test_placement_cap(self):
+        host = self.stack(GPU_P2P_PLACEMENT_CAP='200')
+        self.assertEqual(['200'],
+                         host.ini()['scheduler']['max_placement_results'])
+        self.assertEqual(['200'], host.ini(host.placement_conf)[
+            'placement']['max_allocation_candidates'])
+        host = self.stack(GPU_P2P_PLACEMENT_CAP='0')
+        self.assertNotIn('scheduler', host.ini())
+        self.assertNotIn('placement', host.ini(host.placement_conf))
 
     def test_pci_in_placement_off(self):
         host = self.stack(GPU_P2P_PCI_IN_PLACEMENT='False', **PCI)
@@ -602,6 +631,8 @@ class TestRefusedSettings(testtools.TestCase):
     def test_not_a_number(self):
         self.refused('pre-install', 'GPU_P2P_FLAVOR_GPUS=eight',
                      GPU_P2P_FLAVOR_GPUS='eight', **PCI)
+        self.refused('pre-install', 'GPU_P2P_PLACEMENT_CAP=-1',
+                     GPU_P2P_PLACEMENT_CAP='-1')
 
     def test_other_virt_driver(self):
         self.refused('pre-install', 'VIRT_DRIVER=fake', VIRT_DRIVER='fake')
@@ -635,9 +666,14 @@ class TestUnstackAndClean(testtools.TestCase):
             GPU_P2P_FLAVOR_GPUS='2', **PCI, **settings))
         host.run(STACK)
         self.assertNotEqual(host.parse(seed), host.ini())
+        placement_seed = PLACEMENT_SEED
+        self.assertNotEqual(host.parse(placement_seed),
+                            host.ini(host.placement_conf))
         host.run(CLEAN)
         for path in (host.nova_conf, host.cpu_conf):
             self.assertEqual(host.parse(seed), host.ini(path))
+        self.assertEqual(host.parse(placement_seed),
+                         host.ini(host.placement_conf))
         self.assertEqual([['pip_uninstall', 'nova-gpu-p2p',
                            'PIP_VIRTUAL_ENV=']],
                          host.calls('pip_uninstall'))

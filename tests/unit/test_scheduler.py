@@ -216,6 +216,31 @@ class TestFilter(_Base):
                      candidates)
         self.assertFalse(self.filter.host_passes(host, _spec()))
 
+    def test_the_best_fit_built_when_only_a_worse_fit_came_back(self):
+        # Placement returned one clique, but the roomier one: clique 1 is
+        # free, clique 0 has its last two free.
+        request = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
+        candidates = [_uuid_candidate(request, 4, 5)]
+        spec = _spec()
+        spec.requested_resources = [objects.RequestGroup(
+            requester_id='%s-%d' % (request, i),
+            resources={'CUSTOM_PCI_10DE_2330': 1}) for i in range(2)]
+        candidates[0]['allocations'] = {
+            rp: {'resources': {'CUSTOM_PCI_10DE_2330': 1} if rp != ROOT
+                 else {}} for rp in candidates[0]['allocations']}
+        host = _host('h', _pools(0, 0, 0, 0, 1, 1, 1, 1, used=(0, 1)),
+                     candidates)
+        self.assertTrue(self.filter.host_passes(host, spec))
+        built, returned = host.allocation_candidates
+        self.assertEqual(['g2', 'g3'], sorted(
+            p for suffix, providers in built['mappings'].items() if suffix
+            for p in providers))
+        self.assertEqual(candidates[0], returned)
+        # An equal fit keeps placement's.
+        host = _host('h', _pools(0, 0, 0, 0, 1, 1, 1, 1), candidates)
+        self.assertTrue(self.filter.host_passes(host, spec))
+        self.assertEqual(candidates, host.allocation_candidates)
+
     def test_a_partition_built_when_none_came_back(self):
         # The pair {g0, g2} is used; placement returned only GPUs of two
         # pairs.

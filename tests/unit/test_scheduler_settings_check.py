@@ -23,8 +23,9 @@ FIRST = ('ComputeFilter', 'GPUP2PCliqueFilter', 'PciPassthroughFilter',
          'NUMATopologyFilter')
 
 
-def row(filters=FIRST, keep=2):
-    return ss.check_scheduler(ss.SchedulerSettings(tuple(filters), keep))
+def row(filters=FIRST, keep=2, results=100):
+    return ss.check_scheduler(ss.SchedulerSettings(tuple(filters), keep,
+                                                   results))
 
 
 class TestSchedulerRow(testtools.TestCase):
@@ -37,7 +38,11 @@ class TestSchedulerRow(testtools.TestCase):
         self.assertEqual(result.Code.SUCCESS, found.code)
         [found] = row(keep=1)
         self.assertEqual('GPUP2PCliqueFilter before Nova\'s candidate '
-                         'filters, 1 candidate per host', found.message)
+                         'filters, 1 candidate per host, at most 100 from '
+                         'placement', found.message)
+        # Nova's default, and two per host of a 500-host cloud.
+        [found] = row(results=1000)
+        self.assertEqual(result.Code.SUCCESS, found.code)
 
     def test_ours_after_novas(self):
         [found] = row(('NUMATopologyFilter', 'GPUP2PCliqueFilter',
@@ -55,3 +60,10 @@ class TestSchedulerRow(testtools.TestCase):
             self.assertIn('%s of each host\'s candidates' % said,
                           found.message)
             self.assertIn('set it to 2', found.fix)
+
+    def test_many_placement_results(self):
+        [found] = row(results=10000)
+        self.assertEqual(result.Code.WARNING, found.code)
+        self.assertIn('[scheduler] max_placement_results = 10000: placement '
+                      'builds up to that many', found.message)
+        self.assertIn('twice the compute nodes (at most 1000)', found.fix)

@@ -1,0 +1,272 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Nova's whole ``select_destinations`` at cloud size, timed (bench).
+
+Not a test module (stestr collects ``test_*`` only). For
+``tools/bench.py``: an in-process cloud of :attr:`SelectCloud.hosts`
+computes of one :data:`SHAPES` shape, GPUs in placement, under the
+settings ``doc/source/scheduling-scale.rst`` recommends (placement's cap
+two candidates per host, breadth-first, optimized; Nova's limit the same;
+``GPUP2PCliqueFilter`` first with its default ``candidates_per_host``).
+Every other host first runs a ``required`` pair, booted through the
+filters. Then each request of :meth:`SelectCloud.requests` boots one
+server, through the API, and is deleted again; its record holds the time
+of Nova's ``SchedulerManager.select_destinations`` (request filters, both
+placement queries, host states, filters, weighers, claim), of placement's
+GET and of the filters within it, how many hosts had a free fitting set
+and how many the filters kept, and whether the GPUs claimed are one
+clique (on the Fabric Manager shape: one partition) and a best fit.
+
+Candidates come in placement's own order here, not PCI address order.
+"""
+
+from collections.abc import Callable
+import dataclasses
+import functools
+import time
+
+import fixtures
+from nova.scheduler.client import query
+from nova.scheduler.client import report
+from nova.scheduler import host_manager
+
+from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p import flavor_commands
+from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p import traits
+from tests.functional import test_clique_scheduling as clique_tests
+from tests.functional import test_partition_scheduling as partition_tests
+
+#: GPUs a busy host's server has.
+BUSY_GPUS = 2
+#: GPUs per host NUMA node of both corpus hosts: a server of more spans
+#: two guest NUMA nodes, as ``nova-gpu-p2p flavor --numa-nodes`` sizes it.
+GPUS_PER_SOCKET = 4
+REQUESTS = (1, 2, 4, 8)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    corpus_host: str
+    p2p_level: str
+    #: ``[pci] device_spec`` carries the HGX board's Fabric Manager
+    #: partitions.
+    partitions: bool = False
+
+
+SHAPES = {
+    'hgx-board': Shape(partition_tests.HGX_HOST, 'SYS'),
+    '2+2+2+2': Shape(clique_tests.CORPUS_HOST, 'PXB'),
+    '4+4': Shape(clique_tests.CORPUS_HOST, 'PHB'),
+    'hgx-fabric-manager': Shape(partition_tests.HGX_HOST, 'SYS',
+                                partitions=True),
+}
+
+
+class SelectCloud(clique_tests._CliqueSchedulingBase):
+    """``hosts`` computes of one shape; requests timed end to end."""
+
+    #: Receives one dict per request; the tool running us sets it.
+    sink: Callable[[dict], None] = staticmethod(lambda found: None)
+    #: The tool sets these.
+    shape = '4+4'
+    hosts = 10
+    OURS_FIRST = True
+    ADDRESS_ORDER = False
+
+    def setUp(self) -> None:
+        super().setUp()
+        shape = SHAPES[self.shape]
+        if shape.partitions:
+            self.useFixture(fixtures.MockPatch(
+                'tests.functional.test_clique_scheduling.device_spec_values',
+                partition_tests.device_spec_values))
+        self.flags(instances=self.hosts + 1, cores=-1, ram=-1,
+                   group='quota')
+        cap = 2 * self.hosts
+        self.cap_placement(cap)
+        self.flags(max_placement_results=cap, group='scheduler')
+        self.names = ['host%03d' % n for n in range(self.hosts)]
+        self.flags(p2p_level=shape.p2p_level, group='gpu_p2p')
+        for hostname in self.names:
+            self.start_gpu_compute(
+                hostname, shape.corpus_host,
+                gpu_p2p_options={'p2p_level': shape.p2p_level})
+        #: Fabric Manager partitions (a claim must be one), else None.
+        self.partitions = ([frozenset(partition.gpus) for partition in
+                            partition_tests.PARTITIONS]
+                           if shape.partitions else None)
+        #: What a best fit is judged in: the cliques, or the partitions of
+        #: four and eight GPUs (two halves and the board).
+        self.groups = self._groups()
+        topology = self.topologies[self.names[0]]
+        self.numa = {address: function.numa_node for address, function
+                     in topology.functions.items()
+                     if function.is_nvidia_gpu}
+        #: The GPUs in use on each host.
+        self.used: dict[str, set[str]] = {name: set() for name in self.names}
+        pair = self.bench_flavor(BUSY_GPUS, required=True)
+        for hostname in self.names[1::2]:
+            server = self._create_server(
+                flavor_id=pair, image_uuid=self.q35_image, networks='none',
+                host=hostname)
+            self.settle(server)
+            self.used[hostname].update(self.gpus(server))
+        self.timings = self._timed()
+
+    def _groups(self) -> list[frozenset[str]]:
+        if self.partitions:
+            return [gpus for gpus in self.partitions
+                    if len(gpus) >= GPUS_PER_SOCKET]
+        cliques = discovery.evaluate(self.topologies[self.names[0]],
+                                     clique_tests.CONF).cliques.ids
+        found: dict[int, set[str]] = {}
+        for address, clique_id in cliques.items():
+            if clique_id is not None:
+                found.setdefault(clique_id, set()).add(address)
+        return [frozenset(gpus) for gpus in found.values()]
+
+    def bench_flavor(self, gpus: int, required: bool) -> str:
+        """``nova-gpu-p2p flavor --gpus N``'s keys, sized for these hosts.
+
+        One vCPU and 2 GiB per guest NUMA node; without the clique keys
+        (``hw:gpu_p2p_clique``, the clique-size trait) unless
+        ``required``.
+        """
+        cells = -(-gpus // GPUS_PER_SOCKET)
+        specs = flavor_commands.properties(flavor_commands.FlavorRequest(
+            gpus=gpus, alias=clique_tests.base.GPU_ALIAS, numa_nodes=cells))
+        if not required:
+            del specs[extra_specs.CLIQUE_KEY]
+            del specs['trait:%s' % flavor_commands.clique_trait(gpus)]
+        specs.pop('trait:%s' % traits.GPU_NUMA_AFFINITY)
+        specs.pop(extra_specs.NUMA_AFFINITY_KEY)
+        return self._create_flavor(vcpu=cells, memory_mb=2048 * cells,
+                                   extra_spec=specs)
+
+    def _timed(self) -> dict[str, list]:
+        """Time select_destinations, placement's GET and the filters."""
+        found: dict[str, list] = {'select': [], 'placement': [],
+                                  'filters': []}
+
+        def timed(name: str, original, count=len):
+            @functools.wraps(original)
+            def wrapper(*args, **kwargs):
+                start = time.perf_counter()
+                result = original(*args, **kwargs)
+                found[name].append((time.perf_counter() - start,
+                                    count(result)))
+                return result
+            return wrapper
+
+        # Where the conductor asks: the scheduler's whole answer.
+        self.useFixture(fixtures.MockPatchObject(
+            query.SchedulerQueryClient, 'select_destinations',
+            timed('select', query.SchedulerQueryClient.select_destinations)))
+        self.useFixture(fixtures.MockPatchObject(
+            report.SchedulerReportClient, 'get_allocation_candidates',
+            timed('placement',
+                  report.SchedulerReportClient.get_allocation_candidates,
+                  lambda result: len(result[0] or ()))))
+        self.useFixture(fixtures.MockPatchObject(
+            host_manager.HostManager, 'get_filtered_hosts',
+            timed('filters', host_manager.HostManager.get_filtered_hosts,
+                  lambda hosts: len(hosts or ()))))
+        return found
+
+    def requests(self) -> list[tuple[int, bool]]:
+        """1, 2, 4, 8 GPUs: ``required`` where a group holds that many."""
+        largest = max(len(group) for group in self.groups)
+        return [(gpus, required) for gpus in REQUESTS
+                for required in (True, False)
+                if not required or (gpus > 1 and largest >= gpus)]
+
+    def _one_node(self, gpus: int, found: set[str]) -> list[set[str]]:
+        """``found`` per host NUMA node for a one-cell flavor, else whole.
+
+        A one-cell flavor needs its GPUs on one node, as Nova's NUMA check
+        does.
+        """
+        if gpus > GPUS_PER_SOCKET:
+            return [found]
+        return [{gpu for gpu in found if self.numa[gpu] == node}
+                for node in set(self.numa.values())]
+
+    def fits_in(self, free: set[str], group: frozenset[str],
+                gpus: int) -> bool:
+        """Whether a ``required`` claim of ``gpus`` fits in ``group``."""
+        if self.partitions:
+            return any(len(part) == gpus and part <= free & group
+                       and any(part <= on
+                               for on in self._one_node(gpus, set(part)))
+                       for part in self.partitions)
+        return any(len(on) >= gpus
+                   for on in self._one_node(gpus, free & group))
+
+    def fits(self, free: set[str], gpus: int, required: bool) -> bool:
+        """Whether ``gpus`` of ``free`` fit the flavor."""
+        if required:
+            return any(self.fits_in(free, group, gpus)
+                       for group in self.groups)
+        return any(len(on) >= gpus for on in self._one_node(gpus, free))
+
+    def _free(self, hostname: str) -> set[str]:
+        return set(self.numa) - self.used[hostname]
+
+    def best_left(self, gpus: int) -> int | None:
+        """The fewest GPUs a fitting claim can leave free in its group."""
+        left = [len(self._free(name) & group) - gpus
+                for name in self.names for group in self.groups
+                if self.fits_in(self._free(name), group, gpus)]
+        return min(left, default=None)
+
+    def one_group(self, claimed: set[str]) -> frozenset[str] | None:
+        """The smallest group of the claim, if it is one clique/partition."""
+        if self.partitions and claimed not in self.partitions:
+            return None
+        found = [group for group in self.groups if claimed <= group]
+        return min(found, key=len, default=None)
+
+    def select(self) -> None:
+        """Boot, record and delete each request's server."""
+        for gpus, required in self.requests():
+            fitting = sum(self.fits(self._free(name), gpus, required)
+                          for name in self.names)
+            best = self.best_left(gpus)
+            for found in self.timings.values():
+                found.clear()
+            server = self._create_server(
+                flavor_id=self.bench_flavor(gpus, required),
+                image_uuid=self.q35_image, networks='none')
+            self.settle(server)
+            claimed = set(self.gpus(server))
+            host = server['OS-EXT-SRV-ATTR:host']
+            group = self.one_group(claimed)
+            (select, _), = self.timings['select']
+            self.sink({
+                'shape': self.shape, 'hosts': self.hosts, 'gpus': gpus,
+                'required': required,
+                'select_seconds': select,
+                'placement_seconds': sum(
+                    s for s, _ in self.timings['placement']),
+                'candidates': sum(n for _, n in self.timings['placement']),
+                'filter_seconds': sum(s for s, _ in self.timings['filters']),
+                'hosts_fitting': fitting,
+                'hosts_kept': self.timings['filters'][0][1],
+                'one_group': group is not None,
+                'best_fit': group is not None and best is not None and (
+                    len(self._free(host) & group) - gpus == best),
+            })
+            self.delete(server)
