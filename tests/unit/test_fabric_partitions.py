@@ -158,6 +158,17 @@ class TestForInstance(testtools.TestCase):
     def test_no_gpus(self):
         self.check((), (), False)
 
+    def test_b200_numbered_from_one(self):
+        """Found by their GPUs, whatever the numbering: B200's from 1."""
+        self.found = partitions.to_addresses(
+            fake_fm.B200_PARTITIONS.items(), MODULES)[0]
+        self.check(gpus(*range(1, 9)), (1,), True)
+        self.check(gpus(5, 6, 7, 8), (3,), True)
+        self.check(gpus(1, 2), (4,), True)
+        self.check(gpus(1), (8,), False)
+        # Not a B200 pair: module 3 (04:00.0), then module 1 (08:00.0).
+        self.check(gpus(1, 3), (10, 8), False)
+
     def test_accepts_any_iterable(self):
         self.assertEqual(
             (3,), partitions.for_instance(iter(self.found),

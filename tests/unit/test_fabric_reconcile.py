@@ -93,6 +93,15 @@ class TestDecide(testtools.TestCase):
         decision = self.decide(active=(3,), a=())
         self.assertEqual((3,), decision.deactivate)
 
+    def test_b200_numbered_from_one(self):
+        b200, _ = partitions.to_addresses(fake_fm.B200_PARTITIONS.items(),
+                                          hosts.HGX_MODULES)
+        # Pair {1,2} is 4, module 5 alone 12; pair {7,8} (7) is stale.
+        self.assertEqual(
+            reconcile.Decision(deactivate=(7,), needed=(4, 12),
+                               restore=(12,)),
+            reconcile.decide(b200, (4, 7), {'a': gpus(1, 2), 'b': gpus(5)}))
+
     def test_host_without_partitions(self):
         decision = reconcile.decide((), (), {'a': gpus(1, 3)})
         self.assertEqual(reconcile.Decision((), (), ()), decision)

@@ -115,9 +115,14 @@ class TestPartitions(BackendTestCase):
     def test_b200_partitions_by_address(self):
         by_id = {p.id: p for p in self.discover(
             self.fm('b200')).fabric_partitions}
-        self.assertEqual(('0000:03:00.0', '0000:08:00.0'), by_id[3].gpus)
-        self.assertEqual(('0000:04:00.0', '0000:09:00.0'), by_id[4].gpus)
-        self.assertEqual(('0000:83:00.0', '0000:88:00.0'), by_id[5].gpus)
+        # NVIDIA numbers B200's partitions from 1: board 1, pairs 4-7,
+        # module m alone 7+m.
+        self.assertEqual(list(range(1, 16)), sorted(by_id))
+        self.assertEqual(GPUS, by_id[1].gpus)
+        self.assertEqual(('0000:03:00.0', '0000:08:00.0'), by_id[4].gpus)
+        self.assertEqual(('0000:04:00.0', '0000:09:00.0'), by_id[5].gpus)
+        self.assertEqual(('0000:83:00.0', '0000:88:00.0'), by_id[6].gpus)
+        self.assertEqual(('0000:08:00.0',), by_id[8].gpus)
 
     def test_one_8_clique_with_nvlink(self):
         topology = self.discover()

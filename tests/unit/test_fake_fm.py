@@ -103,9 +103,16 @@ class FakeFMTest(testtools.TestCase):
         self.assertEqual(('restarted', {1}), (fm.mode(), fm.active()))
 
     def test_boards(self):
-        one_gpu = {6 + m: frozenset({m}) for m in range(1, 9)}
-        for partitions in fake_fm.BOARDS.values():
-            self.assertEqual(15, len(partitions))
-            self.assertEqual(frozenset(range(1, 9)), partitions[0])
-            self.assertEqual(one_gpu, {
-                i: gpus for i, gpus in partitions.items() if len(gpus) == 1})
+        """Board, halves, pairs, singles: H100 from ID 0, B200 from 1."""
+        self.assertEqual(['b200', 'h100'], sorted(fake_fm.BOARDS))
+        for board, first in (('h100', 0), ('b200', 1)):
+            partitions = fake_fm.BOARDS[board]
+            self.assertEqual(list(range(first, first + 15)),
+                             sorted(partitions), board)
+            self.assertEqual([8] + [4] * 2 + [2] * 4 + [1] * 8,
+                             [len(partitions[i]) for i in sorted(partitions)],
+                             board)
+            self.assertEqual(frozenset(range(1, 9)), partitions[first])
+            self.assertEqual(
+                {first + 6 + m: frozenset({m}) for m in range(1, 9)},
+                {i: gpus for i, gpus in partitions.items() if len(gpus) == 1})

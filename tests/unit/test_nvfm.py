@@ -52,6 +52,27 @@ class FabricManagerTest(testtools.TestCase):
                 expected, {p.id: p.modules for p in partitions}, board)
             self.assertFalse(any(p.active for p in partitions))
 
+    def test_b200_ids_one_to_fifteen(self):
+        """NVIDIA's B200 numbering: board 1, halves 2-3, pairs 4-7."""
+        self.fm = fake_fm.FakeFM(self.useFixture(fixtures.TempDir()).path,
+                                 'b200')
+        with self.connect() as fm:
+            found = {p.id: p.modules for p in fm.partitions()}
+            fm.activate(4)  # modules 1, 2
+            for overlapping in (1, 2, 8, 9):
+                self.assertRaises(nvfm.FmInUse, fm.activate, overlapping)
+            fm.activate(5)  # modules 3, 4: free
+            for unknown in (0, 16):
+                e = self.assertRaises(nvfm.FmError, fm.activate, unknown)
+                self.assertEqual(nvfm.FM_ST_BADPARAM, e.status)
+        self.assertEqual({
+            1: frozenset(range(1, 9)),
+            2: frozenset({1, 2, 3, 4}), 3: frozenset({5, 6, 7, 8}),
+            4: frozenset({1, 2}), 5: frozenset({3, 4}),
+            6: frozenset({5, 6}), 7: frozenset({7, 8}),
+            **{7 + m: frozenset({m}) for m in range(1, 9)}}, found)
+        self.assertEqual({4, 5}, self.fm.active())
+
     def test_gpus_carry_module_uuid_and_bus_id(self):
         with self.connect() as fm:
             whole = fm.partitions()[0]

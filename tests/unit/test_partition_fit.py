@@ -84,6 +84,16 @@ class TestFit(testtools.TestCase):
         self.assertEqual(partition_fit.Fit(0, 0, 0, ()),
                          partition_fit.fit(0, sorted(gpus), gpus, free))
 
+    def test_b200_partitions_are_named_by_their_ids(self):
+        """B200's IDs start at 1: the whole board is 1, pair {1,2} is 4."""
+        gpus = _board(B200)
+        free = partition_fit.free_per_partition(gpus.values())
+        self.assertEqual(partition_fit.Fit(0, 4, 2, (4, 8)),
+                         partition_fit.fit(0, ['m2', 'm1'], gpus, free))
+        self.assertEqual(partition_fit.Fit(0, 1, 0, ()),
+                         partition_fit.fit(0, sorted(gpus), gpus, free))
+        self.assertIsNone(partition_fit.fit(0, ['m1', 'm3'], gpus, free))
+
     def test_single_gpu_is_its_own_partition(self):
         gpus = _board()
         free = partition_fit.free_per_partition(gpus.values())
