@@ -24,6 +24,8 @@ fmActivatedFabricPartitionList_v1, the header go-nvfm carries. Each
 carries a version word (MAKE_FM_PARAM_VERSION: its size, with its version
 in the top byte) that the library checks, so a layout that does not match
 the library's is refused with FM_ST_VERSION_MISMATCH rather than misread.
+fmConnect also takes fmConnectParams_v1, for libraries older than
+addressType: a library that refuses version 2 is offered version 1.
 
 The library is loaded when a FabricManager is first entered, not on
 import: hosts without Fabric Manager import this module too.
@@ -34,6 +36,10 @@ import ctypes
 import dataclasses
 import threading
 import typing
+
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
 
 FM_ST_SUCCESS = 0
 FM_ST_BADPARAM = -1
@@ -133,14 +139,25 @@ def make_version(struct: type[ctypes.Structure], version: int) -> int:
     return ctypes.sizeof(struct) | version << 24
 
 
-class ConnectParams(ctypes.Structure):
-    """fmConnectParams_v2."""
+class ConnectParamsV1(ctypes.Structure):
+    """fmConnectParams_v1: the address type is addressIsUnixSocket."""
 
     _fields_ = [
         ('version', ctypes.c_uint),
         ('addressInfo', ctypes.c_char * FM_MAX_STR_LENGTH),
         ('timeoutMs', ctypes.c_uint),
         ('addressIsUnixSocket', ctypes.c_uint),
+    ]
+
+
+class ConnectParams(ConnectParamsV1):
+    """fmConnectParams_v2: version 1's fields, then addressType.
+
+    addressIsUnixSocket is deprecated in version 2 but still there; a
+    subclass's ctypes fields follow its base's, as in the header.
+    """
+
+    _fields_ = [
         ('addressType', ctypes.c_uint),  # enum nvFmApiAddrTypes
     ]
 
@@ -190,10 +207,12 @@ class ActivatedPartitionList(ctypes.Structure):
     ]
 
 
-#: fmConnectParams_version, fmFabricPartitionList_version and
+#: fmConnectParams_version (fmConnectV2Params_version2),
+#: fmConnectV1Params_version1, fmFabricPartitionList_version and
 #: fmActivatedFabricPartitionList_version (version 1 of the v2 list: so in
 #: nv_fm_types.h too).
 CONNECT_PARAMS_VERSION = make_version(ConnectParams, 2)
+CONNECT_PARAMS_V1_VERSION = make_version(ConnectParamsV1, 1)
 PARTITION_LIST_VERSION = make_version(PartitionList, 1)
 ACTIVATED_LIST_VERSION = make_version(ActivatedPartitionList, 1)
 
@@ -202,7 +221,8 @@ _HANDLE = ctypes.c_void_p
 _SIGNATURES = {
     'fmLibInit': [],
     'fmLibShutdown': [],
-    'fmConnect': [ctypes.POINTER(ConnectParams), ctypes.POINTER(_HANDLE)],
+    # Either version: a pointer to version 1 takes version 2, its subclass.
+    'fmConnect': [ctypes.POINTER(ConnectParamsV1), ctypes.POINTER(_HANDLE)],
     'fmDisconnect': [_HANDLE],
     'fmGetSupportedFabricPartitions': [_HANDLE, ctypes.POINTER(PartitionList)],
     'fmActivateFabricPartition': [_HANDLE, ctypes.c_uint],
@@ -237,6 +257,27 @@ def _check(call: str, status: int,
         raise _ERRORS.get(status, default)(call, status)
 
 
+#: fmConnect's parameter versions, newest first.
+CONNECT_VERSIONS = (2, 1)
+
+
+def _connect_params(version: int, address: str,
+                    timeout_ms: int) -> ConnectParamsV1:
+    """fmConnect's parameters in ``version``, one of CONNECT_VERSIONS."""
+    unix = address.startswith('/')
+    if version == 1:
+        params = ConnectParamsV1(version=CONNECT_PARAMS_V1_VERSION)
+    else:
+        params = ConnectParams(
+            version=CONNECT_PARAMS_VERSION,
+            addressType=(NV_FM_API_ADDR_TYPE_UNIX if unix
+                         else NV_FM_API_ADDR_TYPE_INET))
+    params.addressInfo = address.encode()
+    params.timeoutMs = timeout_ms
+    params.addressIsUnixSocket = int(unix)
+    return params
+
+
 class _Library:
     """One loaded libnvfm, initialised while any connection uses it.
 
@@ -246,6 +287,7 @@ class _Library:
     """
 
     def __init__(self, path: str) -> None:
+        self.path = path
         try:
             cdll = ctypes.CDLL(path)
         except OSError as e:
@@ -265,6 +307,8 @@ class _Library:
             self.calls[name] = function
         self._users = 0
         self._lock = threading.Lock()
+        #: The fmConnect version this library took, once one was taken.
+        self.connect_version: int | None = None
 
     def acquire(self) -> None:
         with self._lock:
@@ -277,6 +321,30 @@ class _Library:
             self._users -= 1
             if not self._users:
                 _check('fmLibShutdown()', self.calls['fmLibShutdown']())
+
+    def connect(self, address: str, timeout_ms: int,
+                handle: _HANDLE) -> None:
+        """fmConnect, in the newest parameter version the library takes.
+
+        A library older than a version answers FM_ST_VERSION_MISMATCH to
+        it, and the next older one is tried. The version it took (answered
+        otherwise) is tried first from then on.
+        """
+        versions = sorted(CONNECT_VERSIONS,
+                          key=lambda version: version != self.connect_version)
+        for version in versions:
+            params = _connect_params(version, address, timeout_ms)
+            status = self.calls['fmConnect'](ctypes.byref(params),
+                                             ctypes.byref(handle))
+            if status == FM_ST_VERSION_MISMATCH:
+                continue
+            if version not in (self.connect_version, CONNECT_VERSIONS[0]):
+                LOG.info('%s refuses fmConnect parameters version %d: '
+                         'connecting with version %d', self.path,
+                         CONNECT_VERSIONS[0], version)
+            self.connect_version = version
+            break
+        _check('fmConnect(%s)' % address, status, default=FmUnavailable)
 
 
 _libraries: dict[str, _Library] = {}
@@ -312,19 +380,8 @@ class FabricManager:
     def __enter__(self) -> 'FabricManager':
         lib = _library(self.library)
         lib.acquire()
-        unix = self.address.startswith('/')
-        params = ConnectParams(
-            version=CONNECT_PARAMS_VERSION,
-            addressInfo=self.address.encode(),
-            timeoutMs=self.timeout_ms,
-            addressIsUnixSocket=int(unix),
-            addressType=(NV_FM_API_ADDR_TYPE_UNIX if unix
-                         else NV_FM_API_ADDR_TYPE_INET))
         try:
-            _check('fmConnect(%s)' % self.address,
-                   lib.calls['fmConnect'](ctypes.byref(params),
-                                          ctypes.byref(self._handle)),
-                   default=FmUnavailable)
+            lib.connect(self.address, self.timeout_ms, self._handle)
         except FmError:
             lib.release()
             raise

@@ -178,6 +178,15 @@ class TestReachable(testtools.TestCase):
             'Fabric Manager', 'reachable at %s: 15 partitions, 1 active'
             % self.fm.address), check)
 
+    def test_up_with_a_library_older_than_connect_v2(self):
+        # fmConnect falls back to fmConnectParams_v1 for such a library.
+        self.conf.set_override('fabric_manager_library',
+                               fake_fm.library(connect_v1_only=True),
+                               'gpu_p2p')
+        self.assertEqual(result.success(
+            'Fabric Manager', 'reachable at %s: 15 partitions, 0 active'
+            % self.fm.address), self.check())
+
     def test_down_names_the_address_and_the_service(self):
         self.fm.down()
         check = self.check()

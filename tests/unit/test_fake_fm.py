@@ -47,6 +47,11 @@ class LibraryTest(testtools.TestCase):
         self.assertEqual(built, os.stat(path).st_mtime_ns)
         self.assertTrue(path.endswith('.so.1'))
 
+    def test_connect_v1_only_is_its_own_build(self):
+        path = fake_fm.library(connect_v1_only=True)
+        self.assertNotEqual(fake_fm.library(), path)
+        self.assertEqual(path, fake_fm.library(connect_v1_only=True))
+
     def test_rebuilt_when_the_source_changes(self):
         before = fake_fm.library()
         self.source('/* %s */\n' % self.id())

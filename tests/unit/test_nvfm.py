@@ -102,9 +102,9 @@ class FabricManagerTest(testtools.TestCase):
             fm.deactivate(3)
         self.assertEqual({6}, self.fm.active())
         self.assertEqual(
-            ['fmConnect 0', 'fmActivateFabricPartition 3 0',
+            ['fmConnect v2 0', 'fmActivateFabricPartition 3 0',
              'fmActivateFabricPartition 6 0', 'fmDisconnect 0',
-             'fmConnect 0', 'fmGetSupportedFabricPartitions 0',
+             'fmConnect v2 0', 'fmGetSupportedFabricPartitions 0',
              'fmDeactivateFabricPartition 3 0', 'fmDisconnect 0'],
             self.fm.calls())
 
@@ -135,7 +135,7 @@ class FabricManagerTest(testtools.TestCase):
         self.assertEqual(
             'Fabric Manager fmConnect(%s) failed: '
             'FM_ST_CONNECTION_NOT_VALID (-9)' % self.fm.address, str(e))
-        self.assertEqual(['fmConnect -9'], self.fm.calls())
+        self.assertEqual(['fmConnect v2 -9'], self.fm.calls())
 
     def test_fabric_manager_goes_down_while_connected(self):
         with self.connect() as fm:
@@ -239,6 +239,9 @@ class VersionTest(testtools.TestCase):
         super().setUp()
         self.library = fake_fm.library()
         self.fm = fake_fm.FakeFM(self.useFixture(fixtures.TempDir()).path)
+        # Each test's libraries, with no fmConnect version remembered.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_gpu_p2p.fabric.nvfm._libraries', {}))
 
     def test_version_words(self):
         # Sizes worked out by hand from nv_fm_types.h: 4 + 256 + 3 * 4;
@@ -247,17 +250,74 @@ class VersionTest(testtools.TestCase):
         self.assertEqual(131852 | 1 << 24, nvfm.PARTITION_LIST_VERSION)
         self.assertEqual(264 | 1 << 24, nvfm.ACTIVATED_LIST_VERSION)
 
+    def test_connect_v1_version_word(self):
+        # nv_fm_types.h's fmConnectV1Params_version1 and
+        # fmConnectV2Params_version2: version 2 is version 1 and addressType.
+        self.assertEqual(0x0100010C, nvfm.CONNECT_PARAMS_V1_VERSION)
+        self.assertEqual(268, ctypes.sizeof(nvfm.ConnectParamsV1))
+        self.assertEqual(0x02000110, nvfm.CONNECT_PARAMS_VERSION)
+        self.assertEqual(272, ctypes.sizeof(nvfm.ConnectParams))
+        self.assertEqual(nvfm.ConnectParamsV1.addressIsUnixSocket.offset,
+                         nvfm.ConnectParams.addressIsUnixSocket.offset)
+        self.assertEqual(268, nvfm.ConnectParams.addressType.offset)
+
+    def test_connect_falls_back_to_version_1(self):
+        library = fake_fm.library(connect_v1_only=True)
+        log = self.useFixture(fixtures.FakeLogger(name=nvfm.__name__))
+        with nvfm.FabricManager(self.fm.address, library) as fm:
+            self.assertEqual(15, len(fm.partitions()))
+        self.assertEqual(
+            ['fmConnect v2 -6', 'fmConnect v1 0',
+             'fmGetSupportedFabricPartitions 0', 'fmDisconnect 0'],
+            self.fm.calls())
+        self.assertEqual(
+            '%s refuses fmConnect parameters version 2: connecting with '
+            'version 1\n' % library, log.output)
+
+    def test_connect_version_remembered(self):
+        library = fake_fm.library(connect_v1_only=True)
+        log = self.useFixture(fixtures.FakeLogger(name=nvfm.__name__))
+        for _ in range(2):
+            with nvfm.FabricManager(self.fm.address, library):
+                pass
+        self.assertEqual(1, len(log.output.splitlines()))
+        self.assertEqual(
+            ['fmConnect v2 -6', 'fmConnect v1 0', 'fmDisconnect 0',
+             'fmConnect v1 0', 'fmDisconnect 0'], self.fm.calls())
+        # Remembered per library: the default stand-in still gets version 2.
+        self.use(lambda fm: None)
+        self.assertEqual(['fmConnect v2 0', 'fmDisconnect 0'],
+                         self.fm.calls()[5:])
+
+    def test_connect_v1_to_a_down_fabric_manager(self):
+        library = fake_fm.library(connect_v1_only=True)
+        self.fm.down()
+        e = self.assertRaises(
+            nvfm.FmUnavailable,
+            nvfm.FabricManager(self.fm.address, library).__enter__)
+        self.assertEqual(nvfm.FM_ST_CONNECTION_NOT_VALID, e.status)
+        # Version 1 was taken, if not connected: it comes first next time.
+        self.fm.up()
+        with nvfm.FabricManager(self.fm.address, library):
+            pass
+        self.assertEqual(
+            ['fmConnect v2 -6', 'fmConnect v1 -9', 'fmConnect v1 0',
+             'fmDisconnect 0'], self.fm.calls())
+
     def test_the_library_refuses_another_version(self):
-        for name, call in (
-                ('CONNECT_PARAMS_VERSION', lambda fm: None),
-                ('PARTITION_LIST_VERSION', lambda fm: fm.partitions()),
-                ('ACTIVATED_LIST_VERSION', lambda fm: fm.set_activated([]))):
+        for names, call in (
+                (('CONNECT_PARAMS_VERSION', 'CONNECT_PARAMS_V1_VERSION'),
+                 lambda fm: None),
+                (('PARTITION_LIST_VERSION',), lambda fm: fm.partitions()),
+                (('ACTIVATED_LIST_VERSION',),
+                 lambda fm: fm.set_activated([]))):
             self.fm.restart()
-            wrong = getattr(nvfm, name) - (1 << 24)
-            with mock.patch.object(nvfm, name, wrong):
+            # Neither version of fmConnect's parameters, for fmConnect.
+            wrong = {name: getattr(nvfm, name) - (1 << 24) for name in names}
+            with mock.patch.multiple(nvfm, **wrong):
                 e = self.assertRaises(nvfm.FmError, self.use, call)
             # Not FmUnavailable, even from fmConnect: retrying won't help.
-            self.assertIs(nvfm.FmError, type(e), name)
+            self.assertIs(nvfm.FmError, type(e), names)
             self.assertEqual(nvfm.FM_ST_VERSION_MISMATCH, e.status)
             self.assertIn('failed: FM_ST_VERSION_MISMATCH (-6)', str(e))
 
