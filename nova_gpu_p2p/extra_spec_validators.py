@@ -36,6 +36,7 @@ from nova import exception
 from nova.objects import fields
 
 from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p.guest import pcihole64
 
 #: Nova's entry point group, and the package of its own validators in it.
 ENTRY_POINT_GROUP = 'nova.api.extra_spec_validators'
@@ -46,10 +47,8 @@ MAXPHYSADDR_BITS_KEY = 'hw:maxphysaddr_bits'
 #: The modes Nova's libvirt driver writes to ``<maxphysaddr mode=...>``.
 MAXPHYSADDR_MODES = tuple(fields.MaxPhyAddrMode.ALL)
 MAXPHYSADDR_MODE_ALLOWED = ' or '.join(MAXPHYSADDR_MODES)
-#: QEMU refuses to start an x86-64 guest whose phys-bits lie outside 32 to
-#: TARGET_PHYS_ADDR_SPACE_BITS (52).
-MIN_PHYS_BITS = 32
-MAX_PHYS_BITS = 52
+MIN_PHYS_BITS = pcihole64.MIN_PHYS_BITS
+MAX_PHYS_BITS = pcihole64.MAX_PHYS_BITS
 MAXPHYSADDR_BITS_ALLOWED = (
     f'integers from {MIN_PHYS_BITS} to {MAX_PHYS_BITS} (QEMU\'s x86-64 '
     f'phys-bits)')

@@ -221,6 +221,14 @@ def validate(request: FlavorRequest) -> None:
         if value < 1:
             raise InvalidFlavorRequest('%s %d: must be at least 1'
                                        % (flag, value))
+    bits = maxphysaddr_bits(request)
+    if bits is not None and bits > pcihole64.MAX_PHYS_BITS:
+        raise InvalidFlavorRequest(
+            'GPUs with a %s BAR (--bar-gib, else this host\'s largest) need '
+            '%d guest address bits; QEMU allows %d to %d '
+            '(hw:maxphysaddr_bits)' % (
+                _size(max(request.gpu_bars or (0,))), bits,
+                pcihole64.MIN_PHYS_BITS, pcihole64.MAX_PHYS_BITS))
     if not 1 <= request.numa_nodes <= request.gpus:
         raise InvalidFlavorRequest(
             '--numa-nodes %d: between 1 and the number of GPUs (%d)'

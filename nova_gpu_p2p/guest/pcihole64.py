@@ -38,6 +38,10 @@ QEMU_DEFAULT_SIZE = 32 * units.Gi
 #: QEMU's phys-bits for named CPU models without host-phys-bits (Nova's
 #: host-model and custom cpu_mode): the bits a guest has unless told.
 QEMU_DEFAULT_PHYS_BITS = 40
+#: QEMU refuses to start an x86-64 guest whose phys-bits lie outside 32 to
+#: TARGET_PHYS_ADDR_SPACE_BITS (52).
+MIN_PHYS_BITS = 32
+MAX_PHYS_BITS = 52
 #: q35 keeps at most 2 GiB of RAM below 4 GiB when the guest has 2.75 GiB
 #: or more; the rest starts at 4 GiB.
 _LOWMEM = 2 * units.Gi

@@ -105,4 +105,11 @@ def acs(data: bytes) -> model.Acs | None:
 
 
 def parse(data: bytes) -> ConfigFacts:
-    return ConfigFacts(port_type=port_type(data), acs=acs(data))
+    """The facts in a config space read, as much of it as was read.
+
+    ACS lives in extended config space: a read that stops at the 256
+    standard bytes (no extended config space access, as without ECAM)
+    leaves it unknown, which fails closed, not "no ACS".
+    """
+    return ConfigFacts(port_type=port_type(data), acs=acs(data),
+                       acs_known=len(data) >= EXTENDED_SIZE)

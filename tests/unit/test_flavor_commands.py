@@ -620,6 +620,22 @@ class TestWholeBoard(testtools.TestCase):
             self.assertEqual((2, '', 'nova-gpu-p2p: %s\n' % message),
                              (rc, out, err), argv)
 
+    def test_bars_beyond_qemus_address_bits(self):
+        # 99999999999 GiB on 2 GPUs would print hw:maxphysaddr_bits=70,
+        # which the API's validator (32 to 52) refuses.
+        rc, out, err = run_cli('flavor', '--alias', 'h100', '--gpus', '2',
+                               '--bar-gib', '99999999999')
+        self.assertEqual(
+            (2, '', 'nova-gpu-p2p: GPUs with a 99999999999 GiB BAR '
+             '(--bar-gib, else this host\'s largest) need 70 guest address '
+             'bits; QEMU allows 32 to 52 (hw:maxphysaddr_bits)\n'),
+            (rc, out, err))
+        # 64 TiB BARs still fit.
+        rc, out, _ = run_cli('flavor', '--alias', 'h100', '--gpus', '2',
+                             '--bar-gib', '65536')
+        self.assertEqual(0, rc)
+        self.assertIn('hw:maxphysaddr_bits=', out)
+
 
 class TestFlavorCLI(testtools.TestCase):
 

@@ -172,8 +172,19 @@ class TestGarbage(testtools.TestCase):
 
     def test_short_data(self):
         data = bytes(downstream_port()[:b.UNPRIVILEGED_CONFIG_SIZE])
-        self.assertEqual(pci_config.ConfigFacts(None, None),
+        self.assertEqual(pci_config.ConfigFacts(None, None, False),
                          pci_config.parse(data))
+
+    def test_standard_space_only_leaves_acs_unknown(self):
+        # A switch port with ACS redirect on, read without extended config
+        # space: its ACS is unknown, never "no ACS".
+        data = downstream_port()
+        ext_cap(data, b.ACS_OFFSET, b.ACS_EXT_CAP_ID, 0, b.ACS_CAPABILITY,
+                b.ACS_REDIRECT)
+        facts = pci_config.parse(bytes(data[:pci_config.STANDARD_SIZE]))
+        self.assertEqual(model.PortType.DOWNSTREAM, facts.port_type)
+        self.assertFalse(facts.acs_known)
+        self.assertTrue(pci_config.parse(bytes(data)).acs_known)
 
     def test_vanished_device_reads_all_ones(self):
         self.assertEqual(pci_config.ConfigFacts(None, None),

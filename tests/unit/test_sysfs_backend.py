@@ -179,6 +179,23 @@ class TestCorpusTree(testtools.TestCase):
                  lc.effective_class(topology, a, c,
                                     lc.AcsPolicy.IGNORE).name))
 
+    def test_standard_config_space_only_fails_closed(self):
+        # No extended config space (no ECAM access): every read stops at
+        # 256 bytes, where ACS is not. Its switch's GPUs are PHB under
+        # route, as with the full read, not PIX as "no ACS" would make
+        # them.
+        expected = hosts.EXPECTED[ACS_HOST]
+        topology = sysfs.SysfsBackend(
+            test_corpus.make_conf(sysfs_root=test_corpus.tree(ACS_HOST)),
+            read_config=lambda path, size: sysfs.read_config_direct(
+                path, min(size, 256))).discover()
+        full = test_corpus.discover(ACS_HOST)
+        for a, c in expected.links:
+            self.assertEqual('PHB', lc.effective_class(topology, a, c).name)
+            self.assertLessEqual(
+                lc.effective_class(full, a, c),
+                lc.effective_class(topology, a, c))
+
     def test_64_bit_bars(self):
         topology = test_corpus.discover(ACS_HOST)
         # nvidia_gpu('H100-PCIE'): BAR1 128 GiB and BAR3 32 MiB are 64-bit,
