@@ -129,6 +129,8 @@ class Lifecycle:
         self._starting: dict[str, tuple[str, ...]] = {}
         self._reported: dict[str, str] = {}
         self._trouble: str | None = None
+        #: The partitions last seen or made active; None until known.
+        self._known_active: set[int] | None = None
 
     @contextlib.contextmanager
     def starting(self, uuid: str, addresses: Iterable[str],
@@ -181,8 +183,7 @@ class Lifecycle:
         try:
             # Read here, on the caller's thread (libvirt), in case Fabric
             # Manager restarted and must be told what is in use.
-            in_use = reconcile_mod.decide(partitions, (),
-                                          self._all_running()).needed
+            in_use = self._in_use(partitions, self._all_running())
             self._offload(self._activate_all, plan.ids, in_use)
         except nvfm.FmError as exc:
             reason = str(exc)
@@ -201,6 +202,31 @@ class Lifecycle:
     def _all_running(self) -> dict[str, Iterable[str]]:
         return {**self._running(), **self._starting}
 
+    def _in_use(self, partitions, running: Running) -> tuple[int, ...]:
+        """What a restarted Fabric Manager is told is active.
+
+        The partitions running servers hold, less those known not to be
+        active (one whose activation failed during an outage was never
+        routed): never a partition no running server holds.
+        """
+        needed = reconcile_mod.decide(partitions, (), running).needed
+        if self._known_active is None:
+            return needed
+        return tuple(p for p in needed if p in self._known_active)
+
+    def _told(self, fm: nvfm.FabricManager, in_use: tuple[int, ...]) -> None:
+        """fmSetActivatedFabricPartitions, as the restart protocol asks.
+
+        Sent only after Fabric Manager said it has no partition data
+        (FmNotReady): NVIDIA documents no answer from one that did not
+        restart, which might mark the partitions active unrouted.
+        """
+        fm.set_activated(in_use)
+        self._known_active = set(in_use)
+        LOG.warning('Fabric Manager restarted: told it the partitions of '
+                    'running servers (%s)',
+                    ', '.join(map(str, in_use)) or 'none')
+
     def _activate_all(self, ids: tuple[int, ...],
                       in_use: tuple[int, ...]) -> None:
         with self._connect() as fm:
@@ -208,11 +234,7 @@ class Lifecycle:
                 try:
                     fm.activate(partition_id)
                 except nvfm.FmNotReady:
-                    # Restarted: it awaits the partitions still in use.
-                    fm.set_activated(in_use)
-                    LOG.warning('Fabric Manager restarted: told it the '
-                                'partitions in use (%s)',
-                                ', '.join(map(str, in_use)) or 'none')
+                    self._told(fm, in_use)
                     fm.activate(partition_id)
                 except nvfm.FmInUse:
                     # Already active is fine (a restart after a stop
@@ -220,6 +242,8 @@ class Lifecycle:
                     if not any(p.id == partition_id and p.active
                                for p in fm.partitions()):
                         raise
+                if self._known_active is not None:
+                    self._known_active.add(partition_id)
 
     def _reconcile(self, restore: bool) -> None:
         with self._lock:
@@ -240,23 +264,38 @@ class Lifecycle:
 
     def _sync(self, partitions, running: Running,
               restore: bool) -> set[int]:
-        """Fabric Manager's calls; the partitions active after them."""
+        """Fabric Manager's calls; the partitions active after them.
+
+        A Fabric Manager without partition data (restarted in restart
+        mode) is told the running servers' partitions first, here, so that
+        it serves the query again within one periodic.
+        """
         with self._connect() as fm:
-            active = {p.id for p in fm.partitions() if p.active}
+            try:
+                listed = fm.partitions()
+            except nvfm.FmNotReady:
+                self._told(fm, self._in_use(partitions, running))
+                listed = fm.partitions()
+            active = {p.id for p in listed if p.active}
             decision = reconcile_mod.decide(partitions, active, running)
             if restore and decision.restore:
                 active |= _restore(fm, decision)
             for partition_id in decision.deactivate:
                 try:
                     fm.deactivate(partition_id)
+                except nvfm.FmNotActive:
+                    LOG.info('Fabric Manager partition %d was no longer '
+                             'active', partition_id)
                 except nvfm.FmError as exc:
                     LOG.warning('Stale Fabric Manager partition %d held by '
                                 'no running server stays active: %s',
                                 partition_id, exc)
                     continue
+                else:
+                    LOG.info('Fabric Manager partition %d deactivated: no '
+                             'running server holds its GPUs', partition_id)
                 active.discard(partition_id)
-                LOG.info('Fabric Manager partition %d deactivated: no '
-                         'running server holds its GPUs', partition_id)
+            self._known_active = set(active)
             return active
 
     def _fm_trouble(self, trouble: str | None) -> None:
@@ -279,25 +318,11 @@ class Lifecycle:
 
 def _restore(fm: nvfm.FabricManager,
              decision: reconcile_mod.Decision) -> set[int]:
-    """Make the running domains' partitions active again; those that are.
+    """Activate the running domains' missing partitions; those now active.
 
-    A restarted Fabric Manager is told every partition in use; one that
-    did not restart refuses that (FM_ST_NOT_SUPPORTED), and the missing
-    ones are activated one by one.
+    One by one: a Fabric Manager that restarted was told what runs before
+    it answered the query (:meth:`Lifecycle._sync`).
     """
-    try:
-        fm.set_activated(decision.needed)
-    except nvfm.FmError as exc:
-        if exc.status != nvfm.FM_ST_NOT_SUPPORTED:
-            LOG.warning('Fabric Manager partitions %s of running servers '
-                        'not restored: %s',
-                        ', '.join(map(str, decision.needed)), exc)
-            return set()
-    else:
-        LOG.warning('Fabric Manager restarted: told it the partitions of '
-                    'running servers (%s)',
-                    ', '.join(map(str, decision.needed)))
-        return set(decision.needed)
     restored = set()
     for partition_id in decision.restore:
         try:

@@ -116,7 +116,23 @@ class FmInUse(FmError):
 
 
 class FmNotReady(FmError):
-    """Fabric Manager restarted and awaits fmSetActivatedFabricPartitions."""
+    """Fabric Manager has no partition data yet: ask again after telling it.
+
+    FM_ST_NOT_CONFIGURED, which nv_fm_agent.h documents for partition
+    queries, activations and deactivations while "Fabric Manager instance
+    is initializing and no data": initialising, or restarted in restart
+    mode and awaiting fmSetActivatedFabricPartitions (FM_ST_NOT_READY is
+    the global Fabric Manager's word for the same).
+    """
+
+
+class FmNotActive(FmError):
+    """fmDeactivateFabricPartition: the partition is not active.
+
+    nv_fm_agent.h gives this answer FM_ST_UNINITIALIZED ("specified
+    partition is not activated"); for other calls that status means the
+    library was not initialised.
+    """
 
 
 #: Each status's class, whichever the call; other statuses raise the
@@ -129,9 +145,13 @@ _ERRORS: dict[int, type[FmError]] = {
     FM_ST_IN_USE: FmInUse,
     FM_ST_RESOURCE_IN_USE: FmInUse,
     FM_ST_RESOURCE_USED_IN_ANOTHER_PARTITION: FmInUse,
-    FM_ST_UNINITIALIZED: FmNotReady,
+    FM_ST_NOT_CONFIGURED: FmNotReady,
     FM_ST_NOT_READY: FmNotReady,
 }
+
+
+#: fmDeactivateFabricPartition's own reading of FM_ST_UNINITIALIZED.
+_DEACTIVATE_ERRORS = {**_ERRORS, FM_ST_UNINITIALIZED: FmNotActive}
 
 
 def make_version(struct: type[ctypes.Structure], version: int) -> int:
@@ -251,10 +271,11 @@ class Partition:
         return frozenset(gpu.module_id for gpu in self.gpus)
 
 
-def _check(call: str, status: int,
-           default: type[FmError] = FmError) -> None:
+def _check(call: str, status: int, default: type[FmError] = FmError,
+           errors: collections.abc.Mapping[int, type[FmError]] = _ERRORS
+           ) -> None:
     if status != FM_ST_SUCCESS:
-        raise _ERRORS.get(status, default)(call, status)
+        raise errors.get(status, default)(call, status)
 
 
 #: fmConnect's parameter versions, newest first.
@@ -395,36 +416,29 @@ class FabricManager:
         finally:
             lib.release()
 
-    def _call(self, name: str, args: str, *argv: typing.Any) -> None:
+    def _call(self, name: str, args: str, *argv: typing.Any,
+              errors: collections.abc.Mapping[int, type[FmError]] = _ERRORS
+              ) -> None:
         if self._lib is None:
             raise RuntimeError('FabricManager used outside its with block')
         _check('%s(%s)' % (name, args),
-               self._lib.calls[name](self._handle, *argv))
+               self._lib.calls[name](self._handle, *argv), errors=errors)
 
     def partitions(self) -> tuple[Partition, ...]:
         """Every partition the board supports, and whether it is active."""
         found = PartitionList(version=PARTITION_LIST_VERSION)
         self._call('fmGetSupportedFabricPartitions', '', ctypes.byref(found))
-        return tuple(
-            Partition(
-                id=info.partitionId, active=bool(info.isActive),
-                gpus=tuple(
-                    PartitionGpu(
-                        module_id=gpu.physicalId,
-                        uuid=gpu.uuid.decode('ascii', 'replace'),
-                        pci_bus_id=gpu.pciBusId.decode('ascii', 'replace'))
-                    for gpu in info.gpuInfo[:info.numGpus]))
-            for info in found.partitionInfo[:found.numPartitions])
+        return read_partitions(found)
 
     def activate(self, partition_id: int) -> None:
         """Route NVLink between the partition's GPUs for their guest."""
         self._call('fmActivateFabricPartition', str(partition_id),
-                   partition_id)
+                   _partition_id(partition_id))
 
     def deactivate(self, partition_id: int) -> None:
         """Tear the partition's routes down, after its guest is gone."""
         self._call('fmDeactivateFabricPartition', str(partition_id),
-                   partition_id)
+                   _partition_id(partition_id), errors=_DEACTIVATE_ERRORS)
 
     def set_activated(
             self, partition_ids: collections.abc.Sequence[int]) -> None:
@@ -440,9 +454,54 @@ class FabricManager:
                                       FM_MAX_FABRIC_PARTITIONS))
         activated = ActivatedPartitionList(
             version=ACTIVATED_LIST_VERSION, numPartitions=len(partition_ids))
-        activated.partitionIds[:len(partition_ids)] = partition_ids
+        activated.partitionIds[:len(partition_ids)] = [
+            _partition_id(partition_id) for partition_id in partition_ids]
         self._call('fmSetActivatedFabricPartitions',
                    ', '.join(map(str, partition_ids)), ctypes.byref(activated))
+
+
+def _partition_id(value: int) -> int:
+    """A partition ID as fmFabricPartitionId_t holds it, or ValueError.
+
+    ctypes would wrap 2**32 to 0, the whole board on an H100.
+    """
+    if not 0 <= value <= 0xffffffff:
+        raise ValueError('Fabric Manager partition ID %d is out of range '
+                         '(0 to 4294967295)' % value)
+    return value
+
+
+def read_partitions(found: PartitionList) -> tuple[Partition, ...]:
+    """fmGetSupportedFabricPartitions' answer, checked before it is used.
+
+    Counts beyond the fixed arrays, and a partition ID twice, are a
+    broken (or hostile) answer: refused, never clamped into partitions.
+    """
+    call = 'fmGetSupportedFabricPartitions()'
+    if found.numPartitions > FM_MAX_FABRIC_PARTITIONS:
+        raise FmError(call, None, '%d partitions answered; at most %d fit' % (
+            found.numPartitions, FM_MAX_FABRIC_PARTITIONS))
+    infos = found.partitionInfo[:found.numPartitions]
+    for info in infos:
+        if info.numGpus > FM_MAX_NUM_GPUS:
+            raise FmError(call, None, 'partition %d has %d GPUs; at most %d '
+                          'fit' % (info.partitionId, info.numGpus,
+                                   FM_MAX_NUM_GPUS))
+    ids = [info.partitionId for info in infos]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise FmError(call, None, 'partition ID(s) %s answered twice'
+                      % ', '.join(map(str, twice)))
+    return tuple(
+        Partition(
+            id=info.partitionId, active=bool(info.isActive),
+            gpus=tuple(
+                PartitionGpu(
+                    module_id=gpu.physicalId,
+                    uuid=gpu.uuid.decode('ascii', 'replace'),
+                    pci_bus_id=gpu.pciBusId.decode('ascii', 'replace'))
+                for gpu in info.gpuInfo[:info.numGpus]))
+        for info in infos)
 
 
 def from_conf(conf: typing.Any) -> FabricManager:

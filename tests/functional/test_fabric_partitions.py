@@ -168,13 +168,30 @@ class FabricPartitionsTest(_FabricBase):
     def test_fm_restart_told_the_running_servers_partitions(self):
         servers = [self.boot_settled(self.flavor(gpus)) for gpus in (2, 4)]
         held = {self.partition(server) for server in servers}
+        # Restart mode: the routes stay; partition calls wait for the list.
         self.fm.restart()
-        self._run_periodics()
         self.assertEqual(held, self.fm.active())
+        before = len(self.fm.calls())
+        self._run_periodics()
         self.assertEqual('up', self.fm.mode())
-        self.assertIn('fmSetActivatedFabricPartitions %s 0' % ','.join(
-            map(str, sorted(held))), self.fm.calls())
+        self.assertEqual(held, self.fm.active())
+        told = 'fmSetActivatedFabricPartitions %s 0' % ','.join(
+            map(str, sorted(held)))
+        calls = self.fm.calls()[before:]
+        self.assertIn(told, calls)
+        # Nothing but a refused query came before the list.
+        self.assertEqual(
+            ['fmGetSupportedFabricPartitions -8'],
+            [c for c in calls[:calls.index(told)]
+             if not c.startswith(('fmConnect', 'fmDisconnect'))])
+        for server in servers:
+            self.assertEqual('ACTIVE', self._show_server(server)['status'])
+        # A new build then starts with its own partition active.
+        pair = self.boot_settled(self.flavor(2))
+        self.assertIn(self.assert_started_on_its_partition(pair),
+                      self.fm.active())
         self.assertEqual([], self.log_lines(LOST))
+        self.assert_not_rescheduled()
 
     def test_host_reboot_restores_the_partitions(self):
         servers = [self.boot_settled(self.flavor(gpus)) for gpus in (1, 2)]

@@ -175,19 +175,49 @@ class TestLifecycle(testtools.TestCase):
         self.start('a', gpus(1, 3))
         self.start('b', gpus(5))
         self.fm.restart()
+        before = len(self.fm.calls())
         self.lifecycle.reconcile()
         self.assertEqual({3, 11}, self.fm.active())
         self.assertEqual('up', self.fm.mode())
-        self.assertIn('fmSetActivatedFabricPartitions 3,11 0',
-                      self.fm.calls())
+        # Refused while it has no data, told, then asked again.
+        self.assertEqual(
+            ['fmGetSupportedFabricPartitions -8',
+             'fmSetActivatedFabricPartitions 3,11 0',
+             'fmGetSupportedFabricPartitions 0'],
+            [c for c in self.fm.calls()[before:]
+             if not c.startswith(('fmConnect', 'fmDisconnect'))])
+        self.assertEqual(1, len(self.warnings(
+            'Fabric Manager restarted: told it the partitions of running '
+            'servers (3, 11)')))
         self.assertEqual([], self.warnings('runs without'))
 
-    def test_reconcile_activates_one_by_one_when_fm_did_not_restart(self):
+    def test_restart_with_nothing_running_sends_an_empty_list(self):
+        self.fm.restart()
+        self.lifecycle.reconcile()
+        self.assertEqual('up', self.fm.mode())
+        self.assertIn('fmSetActivatedFabricPartitions - 0', self.fm.calls())
+
+    def test_a_partition_never_activated_is_not_declared(self):
+        # Known: nothing active. A server whose activation failed runs.
+        self.lifecycle.reconcile()
+        self.running['a'] = gpus(1, 3)
+        self.fm.restart()
+        self.lifecycle.reconcile()
+        calls = self.fm.calls()
+        self.assertIn('fmSetActivatedFabricPartitions - 0', calls)
+        # Then activated, routed, as any missing partition.
+        self.assertIn('fmActivateFabricPartition 3 0', calls)
+        self.assertEqual({3}, self.fm.active())
+
+    def test_running_fm_is_never_sent_set_activated(self):
+        # NVIDIA documents no answer from a Fabric Manager that did not
+        # restart; one might mark the partitions active, unrouted.
         self.running['a'] = gpus(1, 3)
         self.lifecycle.reconcile()
-        self.assertEqual({3}, self.fm.active())
-        self.assertIn('fmSetActivatedFabricPartitions 3 -3',
-                      self.fm.calls())
+        self.start('b', gpus(5))
+        self.assertEqual({3, 11}, self.fm.active())
+        self.assertEqual([], [c for c in self.fm.calls()
+                              if c.startswith('fmSetActivated')])
 
     def test_instance_without_partition_reported_once(self):
         self.fm.force_active(1)

@@ -153,8 +153,13 @@ class TestPartitions(BackendTestCase):
         self.assertEqual(set(), fm.active())
 
     def test_after_a_fabric_manager_restart(self):
+        # Restart mode: no partition data until it is told what runs,
+        # which the driver's reconcile does before it discovers again.
         fm = self.fm()
         fm.restart()
+        exc = self.assertRaises(backends.TopologyError, self.discover, fm)
+        self.assertIn('FM_ST_NOT_CONFIGURED (-8)', str(exc))
+        fm.up()
         self.assertEqual(15, len(self.discover(fm).fabric_partitions))
 
 

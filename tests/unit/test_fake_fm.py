@@ -102,10 +102,11 @@ class FakeFMTest(testtools.TestCase):
         self.assertEqual(('down', {3, 6}), (fm.mode(), fm.active()))
         fm.up()
         self.assertEqual(('up', {3, 6}), (fm.mode(), fm.active()))
+        # Restart mode keeps the routes.
         fm.restart()
-        self.assertEqual(('restarted', set()), (fm.mode(), fm.active()))
+        self.assertEqual(('restarted', {3, 6}), (fm.mode(), fm.active()))
         fm.force_active(1)
-        self.assertEqual(('restarted', {1}), (fm.mode(), fm.active()))
+        self.assertEqual(('restarted', {1, 3, 6}), (fm.mode(), fm.active()))
 
     def test_boards(self):
         """Board, halves, pairs, singles: H100 from ID 0, B200 from 1."""

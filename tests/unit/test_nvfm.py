@@ -118,10 +118,14 @@ class FabricManagerTest(testtools.TestCase):
         self.assertEqual({1, 2}, self.fm.active())
 
     def test_deactivating_an_inactive_partition(self):
+        # nv_fm_agent.h: FM_ST_UNINITIALIZED "specified partition is not
+        # activated", for this call only.
         with self.connect() as fm:
             e = self.assertRaises(nvfm.FmError, fm.deactivate, 4)
-        self.assertIs(nvfm.FmError, type(e))
-        self.assertEqual(nvfm.FM_ST_NOT_CONFIGURED, e.status)
+            self.assertIs(nvfm.FmNotActive, type(e))
+            self.assertEqual(nvfm.FM_ST_UNINITIALIZED, e.status)
+            e = self.assertRaises(nvfm.FmError, fm.activate, 15)
+            self.assertIs(nvfm.FmError, type(e))
 
     def test_unknown_partition(self):
         with self.connect() as fm:
@@ -155,11 +159,14 @@ class FabricManagerTest(testtools.TestCase):
         with self.connect() as fm:
             fm.activate(3)
         self.fm.restart()
+        # Restart mode keeps the routes.
+        self.assertEqual({3}, self.fm.active())
         with self.connect() as fm:
-            self.assertFalse(any(p.active for p in fm.partitions()))
+            e = self.assertRaises(nvfm.FmNotReady, fm.partitions)
+            self.assertEqual(nvfm.FM_ST_NOT_CONFIGURED, e.status)
             for call in (fm.activate, fm.deactivate):
                 e = self.assertRaises(nvfm.FmNotReady, call, 3)
-                self.assertEqual(nvfm.FM_ST_UNINITIALIZED, e.status)
+                self.assertEqual(nvfm.FM_ST_NOT_CONFIGURED, e.status)
             fm.set_activated([3, 6])
             self.assertEqual('up', self.fm.mode())
             fm.deactivate(3)
@@ -176,11 +183,12 @@ class FabricManagerTest(testtools.TestCase):
         self.assertEqual({0}, self.fm.active())
         self.assertIn('fmSetActivatedFabricPartitions - 0', self.fm.calls())
 
-    def test_set_activated_when_up_is_not_supported(self):
+    def test_set_activated_when_up_marks_unrouted_partitions(self):
+        # NVIDIA documents no answer here; the stand-in plays the worst
+        # case, so that the lifecycle's tests show it is never sent.
         with self.connect() as fm:
-            e = self.assertRaises(nvfm.FmError, fm.set_activated, [1])
-        self.assertEqual(nvfm.FM_ST_NOT_SUPPORTED, e.status)
-        self.assertEqual(set(), self.fm.active())
+            fm.set_activated([1])
+        self.assertEqual({1}, self.fm.active())
 
     def test_set_activated_overlapping(self):
         self.fm.restart()
@@ -371,8 +379,9 @@ class ErrorTest(testtools.TestCase):
                 (nvfm.FM_ST_IN_USE, nvfm.FmInUse),
                 (nvfm.FM_ST_RESOURCE_IN_USE, nvfm.FmInUse),
                 (nvfm.FM_ST_RESOURCE_USED_IN_ANOTHER_PARTITION, nvfm.FmInUse),
-                (nvfm.FM_ST_UNINITIALIZED, nvfm.FmNotReady),
+                (nvfm.FM_ST_NOT_CONFIGURED, nvfm.FmNotReady),
                 (nvfm.FM_ST_NOT_READY, nvfm.FmNotReady),
+                (nvfm.FM_ST_UNINITIALIZED, nvfm.FmError),
                 (nvfm.FM_ST_NVLINK_ERROR, nvfm.FmError)):
             e = self.assertRaises(nvfm.FmError, nvfm._check,
                                   'fmActivateFabricPartition(3)', status)
@@ -402,3 +411,41 @@ class ErrorTest(testtools.TestCase):
         self.assertEqual('FM_ST_SUCCESS', nvfm.STATUS_NAMES[0])
         self.assertEqual('FM_ST_PARTITION_ROUTE_PROGRAMMING_ERROR',
                          nvfm.STATUS_NAMES[-29])
+
+
+class AnswerBoundsTest(testtools.TestCase):
+    """A broken or hostile answer is refused, never clamped."""
+
+    def answer(self, count: int, gpus: int = 1,
+               ids: list[int] | None = None) -> nvfm.PartitionList:
+        found = nvfm.PartitionList(version=nvfm.PARTITION_LIST_VERSION)
+        found.numPartitions = count
+        for index in range(min(count, nvfm.FM_MAX_FABRIC_PARTITIONS)):
+            info = found.partitionInfo[index]
+            info.partitionId = ids[index] if ids else index
+            info.numGpus = gpus
+        return found
+
+    def test_a_sound_answer(self):
+        self.assertEqual([0, 1], [p.id for p in nvfm.read_partitions(
+            self.answer(2, gpus=8))])
+
+    def test_more_partitions_than_fit(self):
+        e = self.assertRaises(nvfm.FmError, nvfm.read_partitions,
+                              self.answer(65))
+        self.assertIn('65 partitions answered; at most 64 fit', str(e))
+
+    def test_more_gpus_than_fit(self):
+        e = self.assertRaises(nvfm.FmError, nvfm.read_partitions,
+                              self.answer(1, gpus=17))
+        self.assertIn('partition 0 has 17 GPUs; at most 16 fit', str(e))
+
+    def test_an_id_twice(self):
+        e = self.assertRaises(nvfm.FmError, nvfm.read_partitions,
+                              self.answer(3, ids=[4, 4, 5]))
+        self.assertIn('partition ID(s) 4 answered twice', str(e))
+
+    def test_an_id_beyond_32_bits_is_not_the_board(self):
+        for value in (2 ** 32, -1):
+            e = self.assertRaises(ValueError, nvfm._partition_id, value)
+            self.assertIn('out of range', str(e))
