@@ -19,8 +19,10 @@ Nova loads it with ``[DEFAULT] compute_driver = gpu_p2p.GPUP2PLibvirtDriver``
 plain functions in this package; this class only connects them to Nova.
 """
 
+from collections.abc import Callable
 from collections.abc import Sequence
 import time
+from typing import Any
 
 from nova import conf as nova_conf
 from nova import exception
@@ -192,7 +194,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         return {guest.uuid: lifecycle.hostdev_addresses(guest.get_xml_desc())
                 for guest in self._host.list_guests(only_running=True)}
 
-    def _fm_session(self, call, *args):
+    def _fm_session(self, call: Callable[..., Any], *args: Any) -> Any:
         """A Fabric Manager session in a native thread; notes outages."""
         try:
             result = native_thread.run(call, *args)

@@ -1085,14 +1085,14 @@ class TestFabricManagerOutage(_FabricManagerBase):
                 test_corpus.discover('hgx-8gpu-nvswitch-2numa'),
                 fabric_partitions=PARTITIONS),
             nova_conf.CONF, link_class.LinkClass.SYS)
-        down = discovery.HostGPUs(
+        self.down = discovery.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}),
             error='cannot read the partitions of NVIDIA Fabric Manager')
         # Discovery asks the stand-in, as the fabricmanager backend would.
         self.discover = self.useFixture(fixtures.MockPatchObject(
             discovery, 'discover', side_effect=lambda conf, previous=None:
-            down if self.fm.mode() == 'down' else board)).mock
+            self.down if self.fm.mode() == 'down' else board)).mock
         self.driver._host_gpus = board
         self.now = 0.0
         self.driver._rediscovery = outage.Retry(
@@ -1193,6 +1193,13 @@ class TestFabricManagerOutage(_FabricManagerBase):
         self.assertEqual(1, len(self.warnings('Fabric Manager answers '
                                               'again')))
         self.assertEqual((0, 0), self.reported(), self.log.output)
+
+    def test_partitions_never_known_learnt_by_a_new_build(self):
+        # nova-compute started during the outage; a flavor without our
+        # keys reaches only _create_guest.
+        self.driver._host_gpus = self.down
+        self.assertEqual('guest', self.create(5))
+        self.assertEqual([{11}], self.active_at_start)
 
     def test_rediscovery_rate_limited(self):
         self.outage()
