@@ -19,8 +19,10 @@ Nova loads it with ``[DEFAULT] compute_driver = gpu_p2p.GPUP2PLibvirtDriver``
 plain functions in this package; this class only connects them to Nova.
 """
 
+from collections.abc import Callable
 from collections.abc import Sequence
 import time
+from typing import Any
 
 from nova import conf as nova_conf
 from nova import exception
@@ -39,6 +41,7 @@ from nova_gpu_p2p import instance_events
 from nova_gpu_p2p import limits
 from nova_gpu_p2p import native_thread
 from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p import outage
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
@@ -78,9 +81,11 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         self._host_gpus: discovery.HostGPUs | None = None
         self._device_trait_problems: list[str] = []
         self._partitions_seen: tuple[model.FabricPartition, ...] = ()
+        self._outages = outage.Outages()
+        self._rediscovery = outage.Retry(self.REDISCOVERY_INTERVAL_S)
         self._fabric = lifecycle.Lifecycle(
             lambda: nvfm.from_conf(CONF), self._fabric_partitions,
-            self._running_devices, native_thread.run)
+            self._running_devices, self._fm_session)
         LOG.info('nova-gpu-p2p driver loaded: topology_backend=%s, '
                  'p2p_level=%s, acs_policy=%s',
                  CONF.gpu_p2p.topology_backend, CONF.gpu_p2p.p2p_level,
@@ -97,6 +102,10 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
     #: on a 500-function host, privsep included; the first may also start
     #: the privsep daemon (a second or two through rootwrap).
     DISCOVERY_BUDGET_S = 5.0
+
+    #: While discovery failed for Fabric Manager, a start may discover
+    #: again at most this often; the periodic update does regardless.
+    REDISCOVERY_INTERVAL_S = 5.0
 
     def refresh_host_gpus(self) -> discovery.HostGPUs:
         """Discover again, in a native thread: the greenthreads carry on.
@@ -121,6 +130,33 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
                         'check for a slow sysfs or a stuck privsep daemon',
                         elapsed, self.DISCOVERY_BUDGET_S)
         self._host_gpus = found
+        if found.error:
+            self._outages.failed()
+        else:
+            self._outages.answered()
+        return found
+
+    def _host_gpus_for_start(self) -> discovery.HostGPUs:
+        """The topology, discovered again if Fabric Manager failed it.
+
+        Otherwise the host refused new builds until the next periodic
+        update although Fabric Manager answered again. Never raises: any
+        trouble keeps the cached topology, and its refusal.
+        """
+        host = self.host_gpus
+        if (not host.error
+                or CONF.gpu_p2p.topology_backend != 'fabricmanager'
+                or not self._rediscovery.due()):
+            return host
+        try:
+            found = self.refresh_host_gpus()
+        except Exception:
+            LOG.exception('GPU P2P: discovery after a Fabric Manager outage '
+                          'failed; keeping the cached topology')
+            return host
+        if not found.error:
+            LOG.info('GPU P2P: Fabric Manager answers again: GPU topology '
+                     'discovered, new builds are accepted')
         return found
 
     def get_available_resource(self, nodename):
@@ -158,6 +194,16 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         return {guest.uuid: lifecycle.hostdev_addresses(guest.get_xml_desc())
                 for guest in self._host.list_guests(only_running=True)}
 
+    def _fm_session(self, call: Callable[..., Any], *args: Any) -> Any:
+        """A Fabric Manager session in a native thread; notes outages."""
+        try:
+            result = native_thread.run(call, *args)
+        except nvfm.FmUnavailable:
+            self._outages.failed()
+            raise
+        self._outages.answered()
+        return result
+
     @staticmethod
     def _fabric_quietly(call) -> None:
         """Fabric Manager trouble is logged; nova-compute carries on."""
@@ -183,6 +229,8 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             return super()._create_guest(context, xml, instance,
                                          power_on, pause, post_xml_callback)
         new_build = nova_guest.is_new_build(instance)
+        if not self._fabric_partitions() and new_build:
+            self._host_gpus_for_start()
         if not self._fabric_partitions():
             unknown = self._partitions_unknown(instance)
             if unknown is not None and new_build:
@@ -317,7 +365,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             return guest
         if not request.wanted:
             return guest
-        host = self.host_gpus
+        host = self._host_gpus_for_start()
         plan = plan_mod.decide(
             request, nova_guest.instance_devices(guest, host.topology),
             host, nova_guest.read_facts(guest, instance,
@@ -346,7 +394,12 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         One WARNING in nova-compute's log and a failed instance action
         event whose details the tenant sees with ``openstack server event
         show`` (Nova keeps 255 characters of them: the reason comes first).
+        During a Fabric Manager or discovery outage, once per outage.
         """
+        if not self._outages.first_report(instance.uuid):
+            LOG.debug('GPU P2P: already reported in this outage: %s',
+                      ' | '.join(lost), instance=instance)
+            return
         LOG.warning('GPU P2P: the server keeps running without what its '
                     'flavor requires (a new build would be refused on this '
                     'host): %s', ' | '.join(lost), instance=instance)

@@ -33,6 +33,7 @@ from harness import fake_fabric
 from harness import nova_cloud as base
 from harness import placement_scale
 from nova_gpu_p2p.fabric import partitions
+from nova_gpu_p2p import outage
 from tests.fixtures import fake_fm
 from tests.functional import test_clique_scheduling as clique_tests
 from tests.functional import test_guest_config as layout
@@ -164,6 +165,23 @@ class FabricPartitionsTest(_FabricBase):
         self.assertIn('no NVLink, and maybe no CUDA', lost)
         # Fabric Manager kept the routes it had while unreachable.
         self.assertEqual({partition}, self.fm.active())
+
+    def test_fm_outage_reported_once_and_left_promptly(self):
+        server = self.boot_settled(self.flavor(2))
+        self.fm.down()
+        self._run_periodics()
+        # The cached discovery error and the failed activation: one report.
+        server = self._reboot_server(server, hard=True)
+        self.assertEqual('ACTIVE', server['status'])
+        self.assertEqual(1, len(self.log_lines(LOST)))
+        self._reboot_server(server, hard=True)
+        self.assertEqual(1, len(self.log_lines(LOST)))
+        # Fabric Manager answers: the next build gets in, before any
+        # periodic update (the unit tests check the rate limit).
+        self.computes['host1'].driver._rediscovery = outage.Retry(0)
+        self.fm.up()
+        self.assert_started_on_its_partition(
+            self.boot_settled(self.flavor(2)))
 
     def test_fm_restart_told_the_running_servers_partitions(self):
         servers = [self.boot_settled(self.flavor(gpus)) for gpus in (2, 4)]

@@ -40,6 +40,7 @@ from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p import instance_events
 from nova_gpu_p2p import limits
 from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p import outage
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class
@@ -872,8 +873,8 @@ def domain_xml(*addresses: str) -> str:
     return "<domain type='kvm'><devices>%s</devices></domain>" % hostdevs
 
 
-class TestFabricManagerLifecycle(testtools.TestCase):
-    """Partitions follow the domains, with the stand-in Fabric Manager."""
+class _FabricManagerBase(testtools.TestCase):
+    """The driver on the HGX board with the stand-in Fabric Manager."""
 
     def setUp(self):
         super().setUp()
@@ -904,19 +905,28 @@ class TestFabricManagerLifecycle(testtools.TestCase):
         self.log = self.useFixture(fixtures.FakeLogger(
             name='nova_gpu_p2p', level=logging.INFO))
 
-    def create(self, *modules, vm_state='building', power_on=True,
-               **extra_specs):
-        instance = types.SimpleNamespace(
-            uuid=uuids.instance, vm_state=vm_state,
+    def instance(self, *modules, vm_state='building', uuid=uuids.instance,
+                 **extra_specs):
+        return types.SimpleNamespace(
+            uuid=uuid, vm_state=vm_state, numa_topology=None,
             flavor=types.SimpleNamespace(extra_specs=extra_specs),
             pci_devices=[types.SimpleNamespace(address=a, vendor_id='10de')
                          for a in hgx(*modules)])
+
+    def create(self, *modules, vm_state='building', power_on=True,
+               **extra_specs):
         return self.driver._create_guest(
-            None, domain_xml(*hgx(*modules)), instance, power_on=power_on)
+            None, domain_xml(*hgx(*modules)),
+            self.instance(*modules, vm_state=vm_state, **extra_specs),
+            power_on=power_on)
 
     def warnings(self, text):
         return [line for line in self.log.output.splitlines()
                 if text in line]
+
+
+class TestFabricManagerLifecycle(_FabricManagerBase):
+    """Partitions follow the domains, with the stand-in Fabric Manager."""
 
     def test_partition_active_before_the_domain_starts(self):
         self.assertEqual('guest', self.create(1, 3, **REQUIRED))
@@ -994,6 +1004,10 @@ class TestFabricManagerLifecycle(testtools.TestCase):
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}),
             error='Fabric Manager unreachable')
+        # Still: the new build's try at discovery finds it so again.
+        self.discover = self.useFixture(fixtures.MockPatchObject(
+            discovery, 'discover',
+            return_value=self.driver._host_gpus)).mock
 
     def test_new_build_refused_while_partitions_never_known(self):
         # A compute started while Fabric Manager was down: unknowns fail
@@ -1004,6 +1018,7 @@ class TestFabricManagerLifecycle(testtools.TestCase):
                       '(Fabric Manager unreachable), so GPUs %s get none'
                       % hgx(5), str(exc))
         self.nova.assert_not_called()
+        self.discover.assert_called_once()
 
     def test_existing_server_starts_while_partitions_never_known(self):
         self.partitions_never_known()
@@ -1057,3 +1072,165 @@ class TestFabricManagerLifecycle(testtools.TestCase):
                       self.log.output)
         # And a start still goes ahead, for an existing server.
         self.assertEqual('guest', self.create(1, 3, vm_state='active'))
+
+
+class TestFabricManagerOutage(_FabricManagerBase):
+    """Issue 25: an outage reported once per server, and left promptly."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf.config(topology_backend='fabricmanager', group='gpu_p2p')
+        board = discovery.evaluate(
+            dataclasses.replace(
+                test_corpus.discover('hgx-8gpu-nvswitch-2numa'),
+                fabric_partitions=PARTITIONS),
+            nova_conf.CONF, link_class.LinkClass.SYS)
+        self.down = discovery.HostGPUs(
+            topology=model.HostTopology(functions={}),
+            cliques=cliques.Cliques(groups=(), ids={}),
+            error='cannot read the partitions of NVIDIA Fabric Manager')
+        # Discovery asks the stand-in, as the fabricmanager backend would.
+        self.discover = self.useFixture(fixtures.MockPatchObject(
+            discovery, 'discover', side_effect=lambda conf, previous=None:
+            self.down if self.fm.mode() == 'down' else board)).mock
+        self.driver._host_gpus = board
+        self.now = 0.0
+        self.driver._rediscovery = outage.Retry(
+            self.driver.REDISCOVERY_INTERVAL_S, clock=lambda: self.now)
+        self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, '_get_guest_config',
+            side_effect=self.nova_guest))
+        self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, 'get_available_resource'))
+        self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_libvirt_version', return_value=(9, 0, 0)))
+        self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_host_phys_bits', return_value=46))
+        self.event = self.useFixture(fixtures.MockPatch(
+            'nova.objects.InstanceActionEvent.event_finish_with_failure'))
+        self.useFixture(fixtures.MockPatch(
+            'nova.objects.InstanceActionEvent.event_start'))
+
+    @staticmethod
+    def nova_guest(instance, *args, **kwargs):
+        guest = vconfig.LibvirtConfigGuest()
+        guest.os_mach_type = 'q35'
+        guest.features = [vconfig.LibvirtConfigGuestFeatureACPI()]
+        for device in instance.pci_devices:
+            guest.add_device(_hostdev(device.address))
+        return guest
+
+    def start(self, *modules, vm_state='active', uuid=uuids.instance):
+        """What Nova calls to boot, or hard-reboot, a required server."""
+        instance = self.instance(*modules, vm_state=vm_state, uuid=uuid,
+                                 **REQUIRED)
+        self.driver._get_guest_config(instance, 'network_info', 'image_meta',
+                                      'disk_info', context='ctx')
+        return self.driver._create_guest(
+            'ctx', domain_xml(*hgx(*modules)), instance)
+
+    def outage(self):
+        """Fabric Manager goes down, and a periodic update runs."""
+        self.fm.down()
+        self.driver.get_available_resource('node')
+
+    def reported(self) -> tuple[int, int]:
+        """WARNING lines and lost-layout events so far."""
+        return (len(self.warnings('keeps running without')),
+                self.event.mock.call_count)
+
+    def test_hard_reboot_reported_once(self):
+        self.start(1, 3, vm_state='building')
+        self.outage()
+        self.assertEqual('guest', self.start(1, 3))
+        self.assertEqual((1, 1), self.reported(), self.log.output)
+        self.assertIn('GPU topology discovery failed on this host',
+                      self.warnings('keeps running without')[0])
+        self.assertEqual(
+            instance_events.LOST, self.event.mock.call_args.args[2])
+
+    def test_hard_reboot_before_any_periodic_reported_once(self):
+        # The cached discovery still has the partitions: only the
+        # activation fails, and it starts the outage.
+        self.fm.down()
+        self.start(1, 3)
+        self.start(1, 3)
+        self.assertEqual((1, 1), self.reported(), self.log.output)
+
+    def test_every_reboot_of_one_outage_reported_once(self):
+        self.outage()
+        self.start(1, 3)
+        self.now += 60
+        self.driver.get_available_resource('node')
+        self.start(1, 3)
+        self.assertEqual((1, 1), self.reported(), self.log.output)
+
+    def test_each_server_reported(self):
+        self.outage()
+        self.start(1, 3)
+        self.start(5, 7, uuid=uuids.other)
+        self.assertEqual((2, 2), self.reported(), self.log.output)
+
+    def test_next_outage_reported_again(self):
+        self.outage()
+        self.start(1, 3)
+        self.fm.up()
+        self.driver.get_available_resource('node')
+        self.start(1, 3)
+        self.assertEqual((1, 1), self.reported(), self.log.output)
+        self.outage()
+        self.start(1, 3)
+        self.assertEqual((2, 2), self.reported(), self.log.output)
+
+    def test_new_build_accepted_once_fm_answers(self):
+        self.outage()
+        self.assertRaises(driver.HostCannotHonour, self.start, 1, 3,
+                          vm_state='building')
+        self.fm.up()
+        self.now += self.driver.REDISCOVERY_INTERVAL_S
+        self.assertEqual('guest', self.start(1, 3, vm_state='building'))
+        self.assertEqual([{3}], self.active_at_start)
+        self.assertEqual(1, len(self.warnings('Fabric Manager answers '
+                                              'again')))
+        self.assertEqual((0, 0), self.reported(), self.log.output)
+
+    def test_partitions_never_known_learnt_by_a_new_build(self):
+        # nova-compute started during the outage; a flavor without our
+        # keys reaches only _create_guest.
+        self.driver._host_gpus = self.down
+        self.assertEqual('guest', self.create(5))
+        self.assertEqual([{11}], self.active_at_start)
+
+    def test_rediscovery_rate_limited(self):
+        self.outage()
+        tries = self.discover.call_count
+        for _ in range(3):
+            self.assertRaises(driver.HostCannotHonour, self.start, 1, 3,
+                              vm_state='building')
+        self.assertEqual(tries + 1, self.discover.call_count)
+        self.fm.up()
+        self.now += self.driver.REDISCOVERY_INTERVAL_S - 0.1
+        self.assertRaises(driver.HostCannotHonour, self.start, 1, 3,
+                          vm_state='building')
+        self.now += 0.1
+        self.start(1, 3, vm_state='building')
+        self.assertEqual(tries + 2, self.discover.call_count)
+
+    def test_rediscovery_failing_keeps_the_refusal(self):
+        self.outage()
+        self.useFixture(fixtures.MockPatchObject(
+            self.driver, 'refresh_host_gpus', side_effect=RuntimeError))
+        exc = self.assertRaises(driver.HostCannotHonour, self.start, 1, 3,
+                                vm_state='building')
+        self.assertIn('GPU topology discovery failed', str(exc))
+        self.assertIn('discovery after a Fabric Manager outage failed',
+                      self.log.output)
+
+    def test_other_backends_not_rediscovered(self):
+        self.conf.config(topology_backend='sysfs', group='gpu_p2p')
+        self.outage()
+        tries = self.discover.call_count
+        self.fm.up()
+        self.assertRaises(driver.HostCannotHonour, self.start, 1, 3,
+                          vm_state='building')
+        self.assertEqual(tries, self.discover.call_count)
