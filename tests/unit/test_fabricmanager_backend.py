@@ -276,6 +276,14 @@ class TestKeptPartitions(BackendTestCase):
         self.assertEqual(fake_fm.H100_PARTITIONS,
                          module_ids.load_partitions(self.module_file))
 
+    def test_empty_answer_keeps_the_table(self):
+        self.discover()
+        with mock.patch.object(fabricmanager, 'supported_partitions',
+                               return_value=()):
+            self.assertEqual((), self.discover().fabric_partitions)
+        self.assertEqual(fake_fm.H100_PARTITIONS,
+                         module_ids.load_partitions(self.module_file))
+
     def test_failed_write_is_one_warning(self):
         with mock.patch.object(module_ids, 'save_partitions',
                                return_value='cannot write x: denied'):
