@@ -290,8 +290,12 @@ OPTS = [
              'ID (the number by which Fabric Manager names GPUs). NVML '
              'tells it only while a GPU is bound to the nvidia driver, not '
              'while it is bound to vfio-pci for a guest, so the answers '
-             'are kept here. Not used when static_topology_file gives '
-             'module_id per GPU.'),
+             'are kept here; the module IDs are not used from here when '
+             'static_topology_file gives module_id per GPU. The board\'s '
+             'Fabric Manager partition table is kept here too, so that '
+             'nova-compute, even just restarted itself, can tell a '
+             'restarted Fabric Manager which partitions run without '
+             'asking it.'),
     cfg.BoolOpt(
         'report_traits',
         default=True,

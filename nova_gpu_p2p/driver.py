@@ -43,6 +43,7 @@ from nova_gpu_p2p import native_thread
 from nova_gpu_p2p import nova_hooks
 from nova_gpu_p2p import outage
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import fabricmanager
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 
@@ -163,17 +164,21 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         """Nova's periodic resource update: re-read the GPU topology too.
 
         GPUs get unbound, captures get replaced: once per period is often
-        enough, and keeps discovery off the boot path.
+        enough, and keeps discovery off the boot path. Partitions are
+        reconciled first: a restarted Fabric Manager answers discovery
+        only once told what runs.
         """
-        self.refresh_host_gpus()
         self._fabric_quietly(self._fabric.reconcile)
+        self.refresh_host_gpus()
         return super().get_available_resource(nodename)
 
     def init_host(self, host):
         """Nova's start-up, then Fabric Manager's partitions reconciled.
 
         Stale ones are released before Nova restarts the servers of a
-        rebooted host, each of which activates its own as it starts.
+        rebooted host, each of which activates its own as it starts. No
+        discovery has run yet: the partitions are those kept in
+        ``[gpu_p2p] module_id_file`` (see :meth:`_fabric_partitions`).
         """
         super().init_host(host)
         self._fabric_quietly(self._fabric.reconcile)
@@ -182,11 +187,20 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         """The host's Fabric Manager partitions (none without it).
 
         While Fabric Manager is down, and discovery with it, the last
-        known: a board's partitions never change.
+        known: a board's partitions never change. Until some discovery
+        found them, those kept in ``[gpu_p2p] module_id_file``, so that a
+        restarted nova-compute can tell a restarted Fabric Manager what
+        runs without asking it; discovery only when none are kept.
         """
-        found = self.host_gpus.topology.fabric_partitions
-        if found:
-            self._partitions_seen = found
+        if self._host_gpus is not None:
+            found = self._host_gpus.topology.fabric_partitions
+            if found:
+                self._partitions_seen = found
+        if (not self._partitions_seen
+                and CONF.gpu_p2p.topology_backend == 'fabricmanager'):
+            self._partitions_seen = fabricmanager.kept_partitions(CONF)
+        if not self._partitions_seen and self._host_gpus is None:
+            self._partitions_seen = self.host_gpus.topology.fabric_partitions
         return self._partitions_seen
 
     def _running_devices(self) -> dict[str, tuple[str, ...]]:

@@ -18,7 +18,8 @@ Fabric Manager names a partition's GPUs by module ID only. NVML knows a
 GPU's module ID while the GPU is bound to the ``nvidia`` driver, not while
 a guest has it on vfio-pci, and no sysfs file tells it; so every answer
 NVML gives is kept in ``[gpu_p2p] module_id_file`` for the times the GPU
-is away.
+is away. The board's partition table is kept there too, for the times
+Fabric Manager cannot be asked.
 """
 
 from collections.abc import Collection
@@ -80,31 +81,130 @@ def _module_ids(pynvml: types.ModuleType
     return found, None
 
 
+class BadFile(ValueError):
+    """The kept partition table cannot be used; the message says why."""
+
+
+def _read(path: str) -> tuple[dict, str | None]:
+    """The file's JSON object, and what is wrong with it.
+
+    No file is one that keeps nothing yet.
+    """
+    try:
+        with open(path, encoding='utf-8') as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {'module_ids': {}}, None
+    except (OSError, ValueError) as exc:
+        return {}, 'cannot read %s (%s); %s' % (path, exc, _LEFT)
+    if not isinstance(data, dict):
+        return {}, _malformed(path)
+    return data, None
+
+
+def _malformed(path: str) -> str:
+    return ('%s is not {"module_ids": {"<PCI address>": <1 to %d>, ...}}; '
+            '%s' % (path, MAX_MODULE_ID, _LEFT))
+
+
+def _is_module_id(value: object) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and 1 <= value <= MAX_MODULE_ID)
+
+
 def load(path: str) -> tuple[dict[str, int], str | None]:
     """The answers kept in ``path``, and what is wrong with the file.
 
     A missing file is no problem (nothing kept yet); an unreadable or
     malformed one is, and then nothing is read from it.
     """
-    try:
-        with open(path, encoding='utf-8') as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        return {}, None
-    except (OSError, ValueError) as exc:
-        return {}, 'cannot read %s (%s); %s' % (path, exc, _LEFT)
-    kept = data.get('module_ids') if isinstance(data, dict) else None
+    data, problem = _read(path)
+    if problem:
+        return {}, problem
+    kept = data.get('module_ids')
     if not isinstance(kept, dict) or not all(
-            isinstance(module_id, int) and not isinstance(module_id, bool)
-            and 1 <= module_id <= MAX_MODULE_ID
-            for module_id in kept.values()):
-        return {}, ('%s is not {"module_ids": {"<PCI address>": <1 to %d>, '
-                    '...}}; %s' % (path, MAX_MODULE_ID, _LEFT))
+            map(_is_module_id, kept.values())):
+        return {}, _malformed(path)
     return dict(kept), None
 
 
-def save(path: str, modules: Mapping[str, int]) -> str | None:
-    """Write ``modules`` to ``path`` whole; what went wrong, if anything.
+#: Partition IDs as JSON object keys: Fabric Manager's 0 to 63.
+_PARTITION_KEYS = {str(i): i for i in range(nvfm.FM_MAX_FABRIC_PARTITIONS)}
+
+
+def load_partitions(path: str) -> dict[int, frozenset[int]]:
+    """The board's partition table kept in ``path``: ID -> module IDs.
+
+    Fabric Manager after a restart answers nothing until told which
+    partitions run, so what it answered before is kept here. Empty when
+    nothing is kept; BadFile, naming the file and the entry, when the
+    table cannot be trusted.
+    """
+    data, problem = _read(path)
+    if problem:
+        raise BadFile(problem)
+    kept = data.get('partitions', {})
+    if not isinstance(kept, dict):
+        raise BadFile('%s: "partitions" is not {"<partition ID>": '
+                      '[<module ID>, ...], ...}' % path)
+    table = {}
+    for key, modules in kept.items():
+        if (key not in _PARTITION_KEYS or not isinstance(modules, list)
+                or not modules or not all(map(_is_module_id, modules))
+                or len(set(modules)) != len(modules)):
+            raise BadFile(
+                '%s: partition entry "%s": %s is not "<0 to %d>": '
+                '[<distinct module IDs 1 to %d>, ...]; the kept partition '
+                'table is not used until Fabric Manager\'s next answer '
+                'replaces it' % (path, key, json.dumps(modules),
+                                 nvfm.FM_MAX_FABRIC_PARTITIONS - 1,
+                                 MAX_MODULE_ID))
+        table[_PARTITION_KEYS[key]] = frozenset(modules)
+    return table
+
+
+def _table(table: Mapping[int, Collection[int]]) -> dict[str, list[int]]:
+    """The partition table as JSON: ``{"<ID>": [<module ID>, ...]}``."""
+    return {str(partition_id): sorted(modules)
+            for partition_id, modules in sorted(table.items())}
+
+
+def save(path: str, modules: Mapping[str, int],
+         partitions: Mapping[int, Collection[int]] | None = None
+         ) -> str | None:
+    """Keep ``modules`` (and ``partitions``) in ``path``; what went wrong.
+
+    The file's partition table stays as it is when ``partitions`` is None.
+    """
+    new: dict[str, object] = {'module_ids': dict(sorted(modules.items()))}
+    if partitions is not None:
+        new['partitions'] = _table(partitions)
+    return _update(path, new)
+
+
+def save_partitions(path: str, table: Mapping[int, Collection[int]]
+                    ) -> str | None:
+    """Keep the board's partition table in ``path``; what went wrong.
+
+    The module IDs kept there stay as they are.
+    """
+    return _update(path, {'partitions': _table(table)})
+
+
+def _update(path: str, new: Mapping[str, object]) -> str | None:
+    """Write ``new``'s keys over the file's; what went wrong, if anything.
+
+    A file that cannot be read is left as it is: it may hold answers NVML
+    cannot give again now.
+    """
+    data, problem = _read(path)
+    if problem:
+        return problem
+    return _write(path, {**data, **new})
+
+
+def _write(path: str, data: Mapping[str, object]) -> str | None:
+    """Write ``data`` to ``path`` whole; what went wrong, if anything.
 
     Written to a new file renamed over the old, so a crash or a reader
     never sees half a file.
@@ -116,8 +216,7 @@ def save(path: str, modules: Mapping[str, int]) -> str | None:
         return 'cannot write %s: %s' % (path, exc)
     try:
         with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            json.dump({'module_ids': dict(sorted(modules.items()))}, f,
-                      indent=2)
+            json.dump(data, f, indent=2)
             f.write('\n')
             f.flush()
             os.fsync(f.fileno())

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import json
 import logging
+import os
 import types
 from unittest import mock
 
@@ -35,6 +36,7 @@ import testtools
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import driver
+from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p import instance_events
@@ -881,9 +883,12 @@ class _FabricManagerBase(testtools.TestCase):
         self.conf = self.useFixture(config_fixture.Config(nova_conf.CONF))
         self.useFixture(nova_fixtures.LibvirtFixture())
         self.conf.config(compute_driver='gpu_p2p.GPUP2PLibvirtDriver')
-        self.fm = fake_fm.FakeFM(self.useFixture(fixtures.TempDir()).path)
+        directory = self.useFixture(fixtures.TempDir()).path
+        self.fm = fake_fm.FakeFM(directory)
+        self.module_file = os.path.join(directory, 'module_ids.json')
         self.conf.config(fabric_manager_address=self.fm.address,
                          fabric_manager_library=fake_fm.library(),
+                         module_id_file=self.module_file,
                          group='gpu_p2p')
         self.driver = virt_driver.load_compute_driver(None)
         self.driver._host_gpus = discovery.HostGPUs(
@@ -1021,10 +1026,49 @@ class TestFabricManagerLifecycle(_FabricManagerBase):
         self.discover.assert_called_once()
 
     def test_existing_server_starts_while_partitions_never_known(self):
+        # Nor kept in [gpu_p2p] module_id_file: no discovery ever found any.
         self.partitions_never_known()
         self.assertEqual('guest', self.create(5, vm_state='active'))
         self.assertEqual(1, len(self.warnings('keeps running without')))
         self.assertEqual([], self.fm.calls())
+
+    def keep_partitions(self):
+        """The board's table as discovery kept it, for a new driver."""
+        module_ids.save(self.module_file,
+                        {a: m for m, a in hosts.HGX_MODULES.items()},
+                        fake_fm.H100_PARTITIONS)
+        self.conf.config(topology_backend='fabricmanager', group='gpu_p2p')
+
+    def test_kept_partitions_while_discovery_fails(self):
+        self.keep_partitions()
+        self.partitions_never_known()
+        self.assertEqual('guest', self.create(5, vm_state='active'))
+        self.assertEqual([{11}], self.active_at_start)
+        self.assertEqual([], self.warnings('keeps running without'))
+
+    def new_driver(self):
+        """A nova-compute just started: no discovery has run."""
+        self.driver._host_gpus = None
+        return self.useFixture(fixtures.MockPatchObject(
+            self.driver, 'refresh_host_gpus')).mock
+
+    def test_new_driver_takes_the_kept_partitions_without_asking(self):
+        self.keep_partitions()
+        discover = self.new_driver()
+        self.fm.down()
+        self.assertEqual(PARTITIONS, self.driver._fabric_partitions())
+        discover.assert_not_called()
+        self.assertEqual([], self.fm.calls())
+
+    def test_new_driver_without_kept_partitions_discovers(self):
+        discover = self.new_driver()
+        discover.side_effect = lambda: setattr(
+            self.driver, '_host_gpus', discovery.HostGPUs(
+                topology=model.HostTopology(functions={},
+                                            fabric_partitions=PARTITIONS),
+                cliques=cliques.Cliques(groups=(), ids={})))
+        self.assertEqual(PARTITIONS, self.driver._fabric_partitions())
+        discover.assert_called_once_with()
 
     def test_other_backends_never_ask_for_partitions(self):
         self.partitions_never_known()
@@ -1040,7 +1084,11 @@ class TestFabricManagerLifecycle(_FabricManagerBase):
         nova_destroy.assert_called_once_with('instance')
         self.assertEqual({5}, self.fm.active())
 
-    def test_init_host_reconciles(self):
+    def test_init_host_reconciles_from_the_kept_partitions(self):
+        # Fabric Manager and nova-compute both restarted: what runs is
+        # told from the file alone, before any discovery.
+        self.keep_partitions()
+        discover = self.new_driver()
         self.running = {'a': hgx(1, 3)}
         self.fm.restart()
         with mock.patch.object(libvirt_driver.LibvirtDriver,
@@ -1048,17 +1096,22 @@ class TestFabricManagerLifecycle(_FabricManagerBase):
             self.driver.init_host('host1')
         nova_init.assert_called_once_with('host1')
         self.assertEqual({3}, self.fm.active())
+        discover.assert_not_called()
 
-    def test_periodic_update_reconciles(self):
+    def test_periodic_update_reconciles_before_discovery(self):
+        # Discovery after a Fabric Manager restart succeeds only once it
+        # was told what runs.
         self.fm.force_active(0)
+        active_at_discovery = []
         self.useFixture(fixtures.MockPatchObject(
-            self.driver, 'refresh_host_gpus'))
+            self.driver, 'refresh_host_gpus', side_effect=lambda:
+                active_at_discovery.append(self.fm.active())))
         with mock.patch.object(libvirt_driver.LibvirtDriver,
                                'get_available_resource',
                                return_value='resources'):
             self.assertEqual('resources',
                              self.driver.get_available_resource('node'))
-        self.assertEqual(set(), self.fm.active())
+        self.assertEqual([set()], active_at_discovery)
 
     def test_reconcile_never_raises(self):
         def broken(only_running):

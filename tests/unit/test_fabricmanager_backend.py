@@ -22,12 +22,15 @@ a fake pynvml or a static file. The host's modules are not in PCI order.
 
 import itertools
 import json
+import logging
 import os
 import sys
+from unittest import mock
 
 import fixtures
 import testtools
 
+from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import fabricmanager
@@ -80,15 +83,17 @@ class BackendTestCase(testtools.TestCase):
     def fm(self, board='h100'):
         return fake_fm.FakeFM(self.tmp, board)
 
-    def backend(self, fm, **overrides):
+    def conf(self, fm, **overrides):
         options = dict(sysfs_root=test_corpus.tree(HGX),
                        fabric_manager_address=fm.address,
                        fabric_manager_library=fake_fm.library(),
                        module_id_file=self.module_file)
         options.update(overrides)
+        return test_corpus.make_conf(**options)
+
+    def backend(self, fm, **overrides):
         return fabricmanager.FabricManagerBackend(
-            test_corpus.make_conf(**options),
-            read_config=sysfs.read_config_direct)
+            self.conf(fm, **overrides), read_config=sysfs.read_config_direct)
 
     def discover(self, fm=None, **overrides):
         return self.backend(fm or self.fm(), **overrides).discover()
@@ -243,6 +248,102 @@ class TestModuleIds(BackendTestCase):
         exc = self.assertRaises(backends.TopologyError, self.discover,
                                 static_topology_file=path)
         self.assertIn('%s line 3: duplicate module_id 1' % path, str(exc))
+
+
+class TestKeptPartitions(BackendTestCase):
+    """The partition table kept for when Fabric Manager cannot be asked."""
+
+    def setUp(self):
+        super().setUp()
+        self.log = self.useFixture(fixtures.FakeLogger(
+            name='nova_gpu_p2p', level=logging.WARNING))
+
+    def test_discovery_keeps_the_table(self):
+        self.discover()
+        self.assertEqual(fake_fm.H100_PARTITIONS,
+                         module_ids.load_partitions(self.module_file))
+        self.assertEqual(
+            (test_module_ids.ADDRESS_MODULES, None),
+            module_ids.load(self.module_file))
+
+    def test_unchanged_table_is_not_written_again(self):
+        self.discover()
+        with mock.patch.object(module_ids, 'save_partitions') as save:
+            self.discover()
+        save.assert_not_called()
+
+    def test_bad_kept_table_is_replaced(self):
+        with open(self.module_file) as f:
+            data = json.load(f)
+        with open(self.module_file, 'w') as f:
+            json.dump(dict(data, partitions={'3': [0]}), f)
+        self.discover()
+        self.assertEqual(fake_fm.H100_PARTITIONS,
+                         module_ids.load_partitions(self.module_file))
+
+    def test_empty_answer_keeps_the_table(self):
+        self.discover()
+        with mock.patch.object(fabricmanager, 'supported_partitions',
+                               return_value=()):
+            self.assertEqual((), self.discover().fabric_partitions)
+        self.assertEqual(fake_fm.H100_PARTITIONS,
+                         module_ids.load_partitions(self.module_file))
+
+    def test_failed_write_is_one_warning(self):
+        with mock.patch.object(module_ids, 'save_partitions',
+                               return_value='cannot write x: denied'):
+            topology = self.discover()
+        self.assertEqual(15, len(topology.fabric_partitions))
+        self.assertEqual((), topology.findings)
+        self.assertEqual(
+            ['GPU P2P: the Fabric Manager partition table is not kept in '
+             '[gpu_p2p] module_id_file, so a restart of Fabric Manager '
+             'cannot be told what runs unless nova-compute still knows: '
+             'cannot write x: denied'], self.log.output.splitlines())
+
+    def test_by_address_without_fabric_manager_or_nvml(self):
+        fm = self.fm()
+        found = self.discover(fm).fabric_partitions
+        calls = fm.calls()
+        fm.down()
+        with mock.patch.object(module_ids, 'read_nvml') as nvml:
+            self.assertEqual(found, fabricmanager.kept_partitions(
+                self.conf(fm)))
+        nvml.assert_not_called()
+        self.assertEqual(calls, fm.calls())
+
+    def test_gpu_without_module_id_drops_its_partitions(self):
+        self.keep({m: a for m, a in MODULES.items() if m != 3})
+        module_ids.save_partitions(self.module_file, fake_fm.H100_PARTITIONS)
+        kept = fabricmanager.kept_partitions(self.conf(self.fm()))
+        self.assertEqual({2, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14},
+                         {p.id for p in kept})
+
+    def test_static_module_ids_win(self):
+        self.keep({m: a for m, a in zip(range(1, 9), GPUS)})
+        module_ids.save_partitions(self.module_file, fake_fm.H100_PARTITIONS)
+        path = os.path.join(self.tmp, 'gpus.yaml')
+        with open(path, 'w') as f:
+            f.write('gpus:\n' + ''.join(
+                '  - {address: %s, module_id: %d}\n' % (address, module_id)
+                for module_id, address in MODULES.items()))
+        kept = fabricmanager.kept_partitions(
+            self.conf(self.fm(), static_topology_file=path))
+        self.assertEqual(gpus(1, 3), {p.id: p for p in kept}[3].gpus)
+
+    def test_nothing_kept(self):
+        self.assertEqual((), fabricmanager.kept_partitions(
+            self.conf(self.fm())))
+        self.assertEqual('', self.log.output)
+
+    def test_bad_file_gives_none(self):
+        with open(self.module_file, 'w') as f:
+            f.write('{"module_ids": {}, "partitions": {"3": [0]}}')
+        self.assertEqual((), fabricmanager.kept_partitions(
+            self.conf(self.fm())))
+        self.assertIn('GPU P2P: no kept Fabric Manager partitions: %s: '
+                      'partition entry "3"' % self.module_file,
+                      self.log.output)
 
 
 class TestFabricManagerUnavailable(BackendTestCase):

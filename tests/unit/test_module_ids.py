@@ -24,6 +24,7 @@ import fixtures
 import testtools
 
 from nova_gpu_p2p.fabric import module_ids
+from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 from tests.unit import test_nvml_backend
 
@@ -186,6 +187,81 @@ class TestLoadAndSave(FileTestCase):
         self.assertEqual([], os.listdir(self.directory))
 
 
+class TestPartitionTable(FileTestCase):
+    """The board's partition table, kept beside the module IDs."""
+
+    def test_round_trip(self):
+        self.assertIsNone(module_ids.save(self.path, ADDRESS_MODULES,
+                                          fake_fm.H100_PARTITIONS))
+        self.assertEqual((ADDRESS_MODULES, None), module_ids.load(self.path))
+        self.assertEqual(fake_fm.H100_PARTITIONS,
+                         module_ids.load_partitions(self.path))
+        with open(self.path) as f:
+            partitions = json.load(f)['partitions']
+        self.assertEqual([str(i) for i in range(15)], list(partitions))
+        self.assertEqual([1, 3], partitions['3'])
+
+    def test_each_save_keeps_the_other_key(self):
+        module_ids.save(self.path, ADDRESS_MODULES)
+        self.assertIsNone(module_ids.save_partitions(
+            self.path, fake_fm.H100_PARTITIONS))
+        self.assertEqual(ADDRESS_MODULES, self.kept())
+        module_ids.save(self.path, {GPUS[0]: 2})
+        self.assertEqual({GPUS[0]: 2}, self.kept())
+        self.assertEqual(fake_fm.H100_PARTITIONS,
+                         module_ids.load_partitions(self.path))
+
+    def test_table_alone_leaves_a_file_module_ids_can_read(self):
+        module_ids.save_partitions(self.path, {3: frozenset({1, 3})})
+        self.assertEqual(({}, None), module_ids.load(self.path))
+        self.assertEqual({3: frozenset({1, 3})},
+                         module_ids.load_partitions(self.path))
+
+    def test_nothing_kept(self):
+        self.assertEqual({}, module_ids.load_partitions(self.path))
+        # A file from before the table was kept.
+        self.write('{"module_ids": {"0000:03:00.0": 2}}')
+        self.assertEqual(({'0000:03:00.0': 2}, None),
+                         module_ids.load(self.path))
+        self.assertEqual({}, module_ids.load_partitions(self.path))
+
+    def test_bad_entry_is_refused_by_name(self):
+        for entry in ('"64": [1]', '"-1": [1]', '"07": [1]', '"x": [1]',
+                      '"3": []', '"3": [0]', '"3": [17]', '"3": [1, 1]',
+                      '"3": "1"', '"3": [true]'):
+            self.write('{"module_ids": {}, "partitions": {"0": [1], %s}}'
+                       % entry)
+            exc = self.assertRaises(module_ids.BadFile,
+                                    module_ids.load_partitions, self.path)
+            key = entry.split(':')[0]
+            self.assertIn('%s: partition entry %s: ' % (self.path, key),
+                          str(exc))
+            self.assertIn('is not "<0 to 63>": [<distinct module IDs 1 to '
+                          '16>, ...]; the kept partition table is not used '
+                          'until Fabric Manager\'s next answer replaces it',
+                          str(exc))
+
+    def test_bad_file_is_refused(self):
+        self.write('{"module_ids": {}, "partitions": [[1]]}')
+        exc = self.assertRaises(module_ids.BadFile,
+                                module_ids.load_partitions, self.path)
+        self.assertEqual('%s: "partitions" is not {"<partition ID>": '
+                         '[<module ID>, ...], ...}' % self.path, str(exc))
+        self.write('{"module_ids": {')
+        exc = self.assertRaises(module_ids.BadFile,
+                                module_ids.load_partitions, self.path)
+        self.assertIn('cannot read %s' % self.path, str(exc))
+
+    def test_unreadable_file_is_left_as_it_is(self):
+        self.write('{"module_ids": {')
+        for problem in (
+                module_ids.save_partitions(self.path, {3: {1, 3}}),
+                module_ids.save(self.path, ADDRESS_MODULES)):
+            self.assertIn('cannot read %s' % self.path, problem)
+        with open(self.path) as f:
+            self.assertEqual('{"module_ids": {', f.read())
+
+
 class TestMerge(testtools.TestCase):
 
     def test_nvml_and_kept_agree(self):
@@ -239,6 +315,13 @@ class TestDiscover(NvmlTestCase, FileTestCase):
         self.assertEqual(ADDRESS_MODULES, self.kept())
         # Later, every GPU is on vfio-pci: NVML sees none.
         self.assertEqual((hosts.HGX_MODULES, ()), self.discover({}))
+
+    def test_new_answers_keep_the_partition_table(self):
+        module_ids.save_partitions(self.path, fake_fm.H100_PARTITIONS)
+        self.discover(ADDRESS_MODULES)
+        self.assertEqual(ADDRESS_MODULES, self.kept())
+        self.assertEqual(fake_fm.H100_PARTITIONS,
+                         module_ids.load_partitions(self.path))
 
     def test_unchanged_answers_are_not_written_again(self):
         self.discover(ADDRESS_MODULES)
