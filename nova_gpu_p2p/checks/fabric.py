@@ -196,6 +196,16 @@ def check_reachable(facts: FabricFacts) -> result.Check:
             subject, 'reachable at %s: %d partitions, %d active' % (
                 facts.address, len(state.partitions),
                 sum(p.active for p in state.partitions)))
+    if isinstance(state.error, nvfm.FmNotReady):
+        return result.warning(
+            subject, 'at %s it has no partition data yet (%s): it is '
+            'starting, or restarted in restart mode and waits for '
+            'nova-compute to tell it the running servers\' partitions' % (
+                facts.address, state.error),
+            'nova-compute does so at its next periodic update or server '
+            'start; if this persists, check that nova-compute runs with '
+            '[gpu_p2p] topology_backend = fabricmanager (%s)'
+            % result.see(result.Doc.FM_UNREACHABLE))
     if isinstance(state.error, nvfm.FmLibraryMissing):
         fix = ('install NVIDIA\'s Fabric Manager packages (the library '
                'that comes with %s), or set [gpu_p2p] '

@@ -198,6 +198,15 @@ class TestReachable(testtools.TestCase):
         self.assertIn('see troubleshooting: Fabric Manager unreachable',
                       check.fix)
 
+    def test_restarted_and_waiting_for_the_list(self):
+        self.fm.restart()
+        check = self.check()
+        self.assertEqual(result.Code.WARNING, check.code)
+        self.assertIn('has no partition data yet (Fabric Manager '
+                      'fmGetSupportedFabricPartitions() failed: '
+                      'FM_ST_NOT_CONFIGURED (-8))', check.message)
+        self.assertIn('next periodic update', check.fix)
+
     def test_library_missing(self):
         self.conf.set_override('fabric_manager_library',
                                '/nonexistent/libnvfm.so.1', 'gpu_p2p')
