@@ -89,6 +89,12 @@ def from_dict(data: dict) -> model.HostTopology:
         functions[function.address] = function
     if version == 1:
         findings = tuple(_v1_finding(f) for f in findings)
+    for address in sorted(functions):
+        parent = functions[address].parent
+        if parent is not None and parent not in functions:
+            raise ValueError('%s names parent %s, which it does not list'
+                             % (address, parent))
+    model.refuse_parent_loops(functions)
     return model.HostTopology(
         functions=functions,
         numa_nodes=tuple(

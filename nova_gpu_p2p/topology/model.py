@@ -201,11 +201,55 @@ class HostTopology:
                       key=lambda f: f.address)
 
     def ancestors(self, address: str) -> list[PCIFunction]:
-        """Bridges from the function's parent up to its root complex."""
+        """Bridges from the function's parent up to its root complex.
+
+        A loop of parents raises ValueError rather than growing the chain
+        forever; captures and sysfs trees are refused before this.
+        """
         chain = []
+        seen = {address}
         parent = self.functions[address].parent
         while parent is not None:
+            if parent in seen:
+                refuse_parent_loops(self.functions)
+            seen.add(parent)
             bridge = self.functions[parent]
             chain.append(bridge)
             parent = bridge.parent
         return chain
+
+
+def parent_cycle(functions: dict[str, PCIFunction]) -> list[str] | None:
+    """Bridges that are each other's parent, in order; None if none are.
+
+    Parent links must end at a root complex; a loop of them would make
+    every walk up the tree go on forever.
+    """
+    done: set[str] = set()
+    for start in sorted(functions):
+        path: list[str] = []
+        on_path: set[str] = set()
+        address: str | None = start
+        while (address is not None and address in functions
+               and address not in done):
+            if address in on_path:
+                return path[path.index(address):]
+            on_path.add(address)
+            path.append(address)
+            address = functions[address].parent
+        done.update(path)
+    return None
+
+
+def refuse_parent_loops(functions: dict[str, PCIFunction]) -> None:
+    """ValueError naming the bridges, where parents form a loop."""
+    cycle = parent_cycle(functions)
+    if cycle is None:
+        return
+    if len(cycle) == 1:
+        raise ValueError('bridge %s is its own parent' % cycle[0])
+    if len(cycle) == 2:
+        raise ValueError('bridges %s and %s are each other\'s parent'
+                         % tuple(cycle))
+    raise ValueError('bridges %s are each other\'s parent in a loop'
+                     % ', '.join(cycle))

@@ -204,6 +204,11 @@ class SysfsBackend(backends.TopologyBackend):
                 skipped[address] = exc
         findings = ['%s skipped: %s' % (address, skipped[address])
                     for address in sorted(skipped)]
+        try:
+            model.refuse_parent_loops(functions)
+        except ValueError as exc:
+            raise backends.TopologyError('PCI devices in %s: %s' % (
+                devices, exc))
         for address in sorted(functions):
             if self._orphaned(functions, address):
                 findings.append('%s skipped: a bridge above it vanished '

@@ -23,6 +23,7 @@ code.
 
 import atexit
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -35,11 +36,13 @@ import testtools
 
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import conf
+from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
+from tests.fixtures import deadline
 from tests.fixtures import expected_cliques
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
@@ -53,6 +56,9 @@ V1_UNREADABLE_CONFIG = (
     'unknown and treated as off, switch port types are inferred from the '
     'tree')
 _SCRATCH: list[str] = []
+#: In mixed-vendors-nic: two switch downstream ports, a GPU below the first.
+SWITCH_PORTS = ('0000:02:00.0', '0000:02:01.0')
+SWITCH_GPU = '0000:03:00.0'
 
 
 def tree(name: str, unprivileged: bool = False) -> str:
@@ -243,6 +249,44 @@ class TestCorpus(testtools.TestCase):
                 f.replace(sysfs.UNREADABLE_CONFIG, V1_UNREADABLE_CONFIG)
                 for f in data['findings']]
             self.assertEqual(topology, capture.from_dict(data))
+
+    def damaged_capture(self, **parents: str) -> str:
+        """A corpus host's capture, bridges given new parents, in a file."""
+        data = capture.to_dict(discover('mixed-vendors-nic'))
+        for record in data['functions']:
+            record['parent'] = parents.get(record['address'],
+                                           record['parent'])
+        path = self.useFixture(fixtures.TempDir()).join('capture.json')
+        with open(path, 'w') as f:
+            json.dump(data, f)
+        return path
+
+    def test_capture_whose_bridges_are_each_others_parent(self):
+        a, b = SWITCH_PORTS
+        path = self.damaged_capture(**{a: b, b: a})
+        error = self.assertRaises(backends.TopologyError,
+                                  deadline.run_briefly, capture.load, path)
+        self.assertIn(path, str(error))
+        self.assertIn("bridges %s and %s are each other's parent" % (a, b),
+                      str(error))
+
+    def test_capture_naming_a_parent_it_lacks(self):
+        path = self.damaged_capture(**{SWITCH_GPU: '0000:7f:00.0'})
+        error = self.assertRaises(backends.TopologyError, capture.load, path)
+        self.assertIn(path, str(error))
+        self.assertIn('%s names parent 0000:7f:00.0' % SWITCH_GPU, str(error))
+
+    def test_ancestors_in_a_loop_raise(self):
+        a, b = SWITCH_PORTS
+        topology = discover('mixed-vendors-nic')
+        functions = dict(topology.functions)
+        for child, parent in ((a, b), (b, a)):
+            functions[child] = dataclasses.replace(functions[child],
+                                                   parent=parent)
+        looped = dataclasses.replace(topology, functions=functions)
+        error = self.assertRaises(ValueError, deadline.run_briefly,
+                                  looped.ancestors, SWITCH_GPU)
+        self.assertIn("each other's parent", str(error))
 
 
 class TestCLI(testtools.TestCase):

@@ -30,6 +30,7 @@ from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
+from tests.fixtures import deadline
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder as b
 from tests.unit import test_corpus
@@ -124,6 +125,22 @@ class TestDamagedTree(testtools.TestCase):
         shutil.rmtree(devices)
         error = self.assertRaises(backends.TopologyError, self.discover)
         self.assertIn(devices, str(error))
+
+    def test_bridges_that_are_each_others_parent(self):
+        self.build()
+        devices = os.path.join(self.root, 'bus', 'pci', 'devices')
+        loop = os.path.join(self.root, 'devices', 'pci0000:00', 'loop')
+        for child, parent in ((PORT_A, PORT_B), (PORT_B, PORT_A)):
+            target = os.path.join(loop, parent, child)
+            shutil.copytree(os.path.realpath(self.path(child)), target,
+                            symlinks=True)
+            os.unlink(os.path.join(devices, child))
+            os.symlink(target, os.path.join(devices, child))
+        error = self.assertRaises(backends.TopologyError,
+                                  deadline.run_briefly, self.discover)
+        self.assertIn(devices, str(error))
+        self.assertIn("bridges %s and %s are each other's parent"
+                      % (PORT_A, PORT_B), str(error))
 
     def test_no_numa_nodes(self):
         self.build()
