@@ -33,6 +33,7 @@ from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import result
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p.fabric import nvfm
+from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import model
 
 BACKEND = 'fabricmanager'
@@ -98,8 +99,7 @@ def read_config(path: str) -> FabricConfig:
     Fabric Manager's own default, 0, where the file does not set it.
     """
     try:
-        with open(path, encoding='utf-8', errors='replace') as f:
-            text = f.read()
+        text = input_file.read_text(path, errors='replace')
     except OSError as exc:
         return FabricConfig(path, problem='cannot read %s: %s' % (
             path, exc.strerror or exc))

@@ -21,6 +21,7 @@ configured.
 import os
 
 from nova_gpu_p2p.checks import result
+from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import model
 
 #: Drivers VFIO accepts next to vfio-pci in an IOMMU group it uses.
@@ -29,8 +30,9 @@ VFIO_GROUP_DRIVERS = frozenset(['vfio-pci', 'pci-stub', 'pcieport'])
 
 def _cmdline_iommu(root: str) -> str:
     try:
-        with open(os.path.join(root, 'proc', 'cmdline')) as f:
-            words = f.read().split()
+        words = input_file.read_text(
+            os.path.join(root, 'proc', 'cmdline'),
+            input_file.MAX_ATTRIBUTE, errors='replace').split()
     except OSError:
         return ''
     flags = [w for w in words if 'iommu' in w]

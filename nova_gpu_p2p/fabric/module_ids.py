@@ -33,6 +33,7 @@ import types
 from oslo_log import log as logging
 
 from nova_gpu_p2p.fabric import nvfm
+from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import nvml
 
 LOG = logging.getLogger(__name__)
@@ -91,11 +92,10 @@ def _read(path: str) -> tuple[dict, str | None]:
     No file is one that keeps nothing yet.
     """
     try:
-        with open(path, encoding='utf-8') as f:
-            data = json.load(f)
+        data = json.loads(input_file.read_text(path))
     except FileNotFoundError:
         return {'module_ids': {}}, None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return {}, 'cannot read %s (%s); %s' % (path, exc, _LEFT)
     if not isinstance(data, dict):
         return {}, _malformed(path)

@@ -22,6 +22,7 @@ same answer on another machine: for bug reports and offline tests.
 import dataclasses
 import json
 
+from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
@@ -117,11 +118,11 @@ def save(topology: model.HostTopology, path: str) -> None:
 def load(path: str) -> model.HostTopology:
     """Read a capture; TopologyError names the file and what is wrong."""
     try:
-        with open(path) as f:
-            data = json.load(f)
+        data = json.loads(input_file.read_text(path))
         if not isinstance(data, dict):
             raise ValueError('its top level is not a JSON object')
         return from_dict(data)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError,
+            RecursionError) as exc:
         raise backends.TopologyError(
             '%s is not a readable nova-gpu-p2p capture: %s' % (path, exc))

@@ -22,19 +22,19 @@ the file is large, so it is read once per discovery and no further than
 that section.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 import dataclasses
 import os
 import re
-import stat
 
+from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import model
 
 #: Where distributions install it, in the order pciutils' builds look.
 SEARCH_PATHS = ('/usr/share/misc/pci.ids', '/usr/share/hwdata/pci.ids',
                 '/usr/share/pci.ids')
 #: The real file is about 1.4 MiB; anything far larger is not it.
-MAX_SIZE = 16 * 1024 * 1024
+MAX_SIZE = input_file.MAX_DOCUMENT
 
 _VENDOR = re.compile(r'^([0-9a-fA-F]{4})\s+(.*\S)')
 _DEVICE = re.compile(r'^\t([0-9a-fA-F]{4})\s+(.*\S)')
@@ -52,25 +52,7 @@ class Database:
     error: str | None = None
 
 
-def _lines(path: str) -> Iterator[str]:
-    """The file's lines, refusing what cannot be a PCI ID database.
-
-    Opened without blocking, so that a FIFO in its place is refused
-    rather than waited on.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, 'rb') as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError('not a regular file')
-        if info.st_size > MAX_SIZE:
-            raise OSError('%d bytes, more than a PCI ID database (%d at '
-                          'most)' % (info.st_size, MAX_SIZE))
-        for raw in handle:
-            yield raw.decode('utf-8', errors='replace')
-
-
-def parse(lines: Iterator[str],
+def parse(lines: Iterable[str],
           vendor: int = model.NVIDIA_VENDOR_ID) -> dict[int, str]:
     """Device ID -> name in ``vendor``'s section; stops after it."""
     names: dict[int, str] = {}
@@ -98,7 +80,8 @@ def read(path: str | None = None) -> Database:
             return Database(path=None, error='no PCI ID database found '
                             '(looked for %s)' % ', '.join(SEARCH_PATHS))
     try:
-        return Database(path=path, names=parse(_lines(path)))
+        text = input_file.read_text(path, MAX_SIZE, errors='replace')
+        return Database(path=path, names=parse(text.splitlines()))
     except OSError as exc:
         return Database(path=path, error='cannot read the PCI ID database '
                         '%s: %s' % (path, exc.strerror or exc))

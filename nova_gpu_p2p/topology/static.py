@@ -27,6 +27,7 @@ import dataclasses
 import itertools
 
 from nova_gpu_p2p.fabric import nvfm
+from nova_gpu_p2p import input_file
 from nova_gpu_p2p import limits
 from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.topology import backends
@@ -80,8 +81,7 @@ def read(path: str | None) -> str:
             '[gpu_p2p] static_topology_file is not set; the static '
             'topology backend reads the host\'s GPUs from that file')
     try:
-        with open(path, encoding='utf-8') as f:
-            return f.read()
+        return input_file.read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise backends.TopologyError(
             'cannot read %s, named by [gpu_p2p] static_topology_file: %s'

@@ -30,6 +30,7 @@ import re
 
 from oslo_log import log as logging
 
+from nova_gpu_p2p import input_file
 from nova_gpu_p2p import native_thread
 from nova_gpu_p2p import privsep
 from nova_gpu_p2p.topology import backends
@@ -61,8 +62,7 @@ Configs = dict[str, bytes | str | None]
 
 
 def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read().strip()
+    return input_file.read_text(path, input_file.MAX_ATTRIBUTE).strip()
 
 
 def _hex(path: str) -> int:
@@ -131,8 +131,7 @@ def _link_name(path: str) -> str | None:
 
 
 def read_config_direct(path: str, size: int) -> bytes:
-    with open(path, 'rb') as f:
-        return f.read(size)
+    return input_file.read_head(path, size)
 
 
 def read_pci_config(path: str, size: int) -> bytes:

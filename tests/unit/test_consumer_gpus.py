@@ -129,8 +129,8 @@ class TestDatabase(testtools.TestCase):
             'nova_gpu_p2p.topology.pci_ids.MAX_SIZE', 1024))
         found = pci_ids.read(harness.PCI_IDS)
         self.assertEqual({}, found.names)
-        self.assertIn('more than a PCI ID database (1024 at most)',
-                      found.error)
+        self.assertEqual('cannot read the PCI ID database %s: more than '
+                         '1024 bytes' % harness.PCI_IDS, found.error)
 
     def test_bytes_that_are_not_utf8(self):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'ids')

@@ -77,6 +77,19 @@ class TestDamagedTree(testtools.TestCase):
             self.assertEqual([GPU_A], [g.address for g in topology.gpus()])
             self.assertTrue(topology.config_space_read)
 
+    def test_fifo_or_endless_device_skips_that_function(self):
+        for hostile in ('fifo', '/dev/zero'):
+            self.build()
+            numa_node = self.path(GPU_B, 'numa_node')
+            os.remove(numa_node)
+            if hostile == 'fifo':
+                os.mkfifo(numa_node)
+            else:
+                os.symlink(hostile, numa_node)
+            topology = deadline.run_briefly(self.discover)
+            self.assertSkipped(topology, [GPU_B])
+            self.assertIn('not a regular file', topology.findings[0])
+
     def test_unreadable_bridge_takes_what_is_below_it(self):
         self.build()
         os.remove(self.path(PORT_B, 'numa_node'))
