@@ -383,7 +383,7 @@ class TestTopologyReport(CLITestCase):
     def test_no_nvidia_gpu(self):
         nic = dataclasses.replace(
             test_corpus.discover(NIC_HOST).functions['0000:05:00.0'],
-            numa_node=None)
+            numa_node=None, parent=None)
         rc, out, err = run('topology', '--load', self.capture(
             model.HostTopology(functions={nic.address: nic})))
         self.assertEqual((0, ''), (rc, err))

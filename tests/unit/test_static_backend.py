@@ -25,6 +25,7 @@ from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import static
+from tests.fixtures import deadline
 
 FILENAME = '/etc/nova/gpu-topology.yaml'
 A, B, C, D = ('0000:81:00.0', '0000:82:00.0', '0000:c1:00.0',
@@ -320,7 +321,21 @@ class TestParseErrors(testtools.TestCase):
 
     def test_yaml_that_is_not_data(self):
         self.assertError('gpus:\n- &gpu [*gpu]\n', 2,
-                         'contains itself through a YAML alias')
+                         'YAML alias *gpu: aliases are not accepted')
+
+    def test_billion_laughs(self):
+        # 400 bytes that once expanded to gigabytes inside nova-compute.
+        laughs = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol"]']
+        for level in 'bcdefghi':
+            previous = laughs[-1][0]
+            laughs.append('%s: &%s [%s]' % (level, level, ','.join(
+                ['*' + previous] * 9)))
+        text = '\n'.join(laughs + ['gpus: *i']) + '\n'
+        exc = self.assertRaises(backends.TopologyError,
+                                deadline.run_briefly, parse, text)
+        self.assertEqual('%s line 2: YAML alias *a: aliases are not '
+                         'accepted, write the value out' % FILENAME,
+                         str(exc))
         self.assertError('gpus:\n- {[address]: 81:00.0}\n', 2,
                          'a key in GPU0 must be a name, got a list')
 
