@@ -23,6 +23,7 @@ nova-compute's daemon, Nova's own code only where ``check`` judges
 """
 
 import argparse
+import io
 import os
 import sys
 
@@ -50,6 +51,8 @@ class _Version(argparse.Action):
 
         print('%s %s' % (sources.PROG, pbr.version.VersionInfo(
             'nova-gpu-p2p').version_string()))
+        # A closed pipe or a full disk shows here, inside main's guard.
+        sys.stdout.flush()
         parser.exit()
 
 
@@ -65,19 +68,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _drop_stdout() -> None:
+    """Standard output to /dev/null: exit's flush must not fail again.
+
+    The Python documentation's recipe for a closed pipe (SIGPIPE).
+    """
     try:
-        return args.func(args)
+        fd = sys.stdout.fileno()
+    except io.UnsupportedOperation:  # no file (embedded): nothing to flush
+        return
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a command; whatever goes wrong is one line, never a traceback."""
+    try:
+        args = build_parser().parse_args(argv)
+        status = args.func(args)
+        # A full disk shows here, not as a traceback at exit.
+        sys.stdout.flush()
+        return status
     except (sources.UsageError, backends.TopologyError, conf.InvalidConfig,
             flavor_commands.InvalidFlavorRequest) as exc:
         print('%s: %s' % (sources.PROG, exc), file=sys.stderr)
         return 2
     except BrokenPipeError:
-        # The reader (head, less) is gone; nothing is left to say, not even
-        # at exit when Python flushes standard output.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # The reader (head, less) is gone; nothing is left to say.
+        _drop_stdout()
         return 1
+    except KeyboardInterrupt:
+        print('%s: interrupted' % sources.PROG, file=sys.stderr)
+        return 130
+    except OSError as exc:
+        # Standard output on a full disk, or any read the command did
+        # not expect to fail.
+        print('%s: %s' % (sources.PROG, exc), file=sys.stderr)
+        _drop_stdout()
+        return 2
+    except Exception as exc:  # bad input no check foresaw: not a traceback
+        print('%s: unexpected error: %s: %s'
+              % (sources.PROG, type(exc).__name__, exc), file=sys.stderr)
+        return 2
 
 
 if __name__ == '__main__':

@@ -70,6 +70,10 @@ def _parse_config(opts: cfg.ConfigOpts, files: list[str] | None,
     except cfg.ConfigFileParseError as exc:
         raise UsageError('%s is not an INI file: %s'
                          % (exc.config_file, exc.msg))
+    except UnicodeDecodeError as exc:
+        # oslo.config does not say which file: all that were read.
+        raise UsageError('cannot read %s: not UTF-8 text (%s)' % (
+            ', '.join((files or []) + (dirs or [])), exc))
     except (cfg.Error, OSError) as exc:
         raise UsageError('cannot read the configuration: %s' % exc)
 

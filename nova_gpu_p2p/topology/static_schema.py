@@ -41,7 +41,8 @@ UNREACHABLE_DISTANCE = 255
 #: Where a value is: mapping keys and list indices from the top.
 Path = tuple[str | int, ...]
 
-_DECIMAL = '^[0-9]+$'
+#: Nine digits at most: int() of thousands would raise or take seconds.
+_DECIMAL = '^[0-9]{1,9}$'
 _KINDS = {yaml.SequenceNode: 'list', yaml.MappingNode: 'mapping'}
 
 

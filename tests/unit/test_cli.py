@@ -28,6 +28,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import typing
+from unittest import mock
 
 import fixtures
 from oslo_config import cfg
@@ -207,6 +209,77 @@ class TestQuiet(CLITestCase):
             [sys.executable, '-W', 'default', '-c', CONSOLE, 'topology',
              '--no-config', '--json', '--load',
              self.capture(test_corpus.discover('large-16gpu-8numa'))],
+            env=dict(os.environ, PYTHONPATH=REPO, HOME=self.dir),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process.stdout.close()
+        stderr = process.stderr.read()
+        process.stderr.close()
+        self.assertEqual((1, ''), (process.wait(timeout=120), stderr))
+
+
+class TestNeverATraceback(CLITestCase):
+    """Input no check foresaw, a full disk, Ctrl-C: one line, never more."""
+
+    def damaged_capture(self, text: str) -> str:
+        return self.write('capture.json', text)
+
+    def test_class_code_as_a_string(self):
+        data = capture.to_dict(test_corpus.discover(NIC_HOST))
+        data['functions'][0]['class_code'] = '0x060400'
+        self.assertUsageError('unexpected error: TypeError', 'topology',
+                              '--no-config', '--load',
+                              self.damaged_capture(json.dumps(data)))
+
+    def test_deeply_nested_json(self):
+        path = self.damaged_capture('[' * 100000 + ']' * 100000)
+        self.assertUsageError('%s is not a readable nova-gpu-p2p capture: '
+                              'maximum recursion depth' % path,
+                              'topology', '--no-config', '--load', path)
+
+    def test_config_file_that_is_not_utf8(self):
+        path = os.path.join(self.dir, 'nova.conf')
+        with open(path, 'wb') as f:
+            f.write(b'[gpu_p2p]\ntopology_backend = \xff\n')
+        self.assertUsageError('cannot read %s: not UTF-8 text' % path,
+                              'topology', '--config-file', path)
+
+    def test_integer_of_thousands_of_digits_in_a_static_file(self):
+        static = self.write('static.yaml', 'gpus:\n- address: 81:00.0\n'
+                            '  numa_node: %s\n' % ('9' * 5000))
+        config = self.write('nova.conf', '[gpu_p2p]\ntopology_backend = '
+                            'static\nstatic_topology_file = %s\n' % static)
+        self.assertUsageError('%s line 3: GPU0 numa_node must be an integer '
+                              '>= 0' % static,
+                              'topology', '--config-file', config)
+
+    def test_ctrl_c(self):
+        with mock.patch.object(cli, 'build_parser',
+                               side_effect=KeyboardInterrupt):
+            self.assertEqual((130, '', 'nova-gpu-p2p: interrupted\n'),
+                             run('topology'))
+
+    def console_to(self, stdout: typing.IO, *argv: str
+                   ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, '-c', CONSOLE] + list(argv),
+            env=dict(os.environ, PYTHONPATH=REPO, HOME=self.dir),
+            stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
+
+    def test_stdout_on_a_full_disk(self):
+        capture_file = self.capture(test_corpus.discover(NIC_HOST))
+        for argv in (('--version',),
+                     ('topology', '--no-config', '--load', capture_file),
+                     ('flavor', '--gpus', '2', '--alias',
+                      'a', '--bar-gib', '80')):
+            with open('/dev/full', 'w') as full:
+                result = self.console_to(full, *argv)
+            self.assertEqual(2, result.returncode, argv)
+            self.assertEqual(['nova-gpu-p2p: [Errno 28] No space left on '
+                              'device'], result.stderr.splitlines(), argv)
+
+    def test_version_into_a_closed_pipe(self):
+        process = subprocess.Popen(
+            [sys.executable, '-c', CONSOLE, '--version'],
             env=dict(os.environ, PYTHONPATH=REPO, HOME=self.dir),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         process.stdout.close()
