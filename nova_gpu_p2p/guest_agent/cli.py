@@ -22,6 +22,8 @@ status 2, never a traceback: this runs as a boot-time systemd unit.
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -103,12 +105,35 @@ def _count(number: int, noun: str) -> str:
     return '%d %s%s' % (number, noun, '' if number == 1 else 's')
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+def _drop_stdout() -> None:
+    """Standard output to /dev/null: exit's flush must not fail again.
+
+    The Python documentation's recipe for a closed pipe (SIGPIPE); a full
+    disk leaves unwritten output behind just the same.
+    """
     try:
-        return run(args)
+        fd = sys.stdout.fileno()
+    except io.UnsupportedOperation:  # no file (embedded): nothing to flush
+        return
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the steps; whatever goes wrong is one line, never a traceback."""
+    try:
+        args = build_parser().parse_args(argv)
+        status = run(args)
+        # A full disk or a closed pipe shows here, not at exit.
+        sys.stdout.flush()
+        return status
     except errors.Problem as exc:
         print('%s: %s' % (PROG, exc), file=sys.stderr)
+    except KeyboardInterrupt:
+        print('%s: interrupted' % PROG, file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        _drop_stdout()
     except Exception as exc:  # never a traceback in a boot-time unit
         print('%s: unexpected error: %s: %s'
               % (PROG, type(exc).__name__, exc), file=sys.stderr)

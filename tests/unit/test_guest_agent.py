@@ -27,6 +27,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 from unittest import mock
 from xml.etree import ElementTree
 
@@ -49,6 +50,7 @@ from nova_gpu_p2p.guest_agent import nccl_xml
 from nova_gpu_p2p.topology import discovery
 from tests.fixtures import guest_sysfs
 from tests.fixtures import hosts
+from tests.unit import test_cli
 from tests.unit import test_corpus
 from tests.unit import test_guest_plan as tgp
 
@@ -303,6 +305,29 @@ class TestCorpusHosts(AgentBase):
         self.assertEqual(24, len(description['devices']))
         classes = self.check(description)
         self.assertIn('PIX', classes.values())
+
+
+class TestNeverATraceback(AgentBase):
+    """Ctrl-C and a full disk end the boot-time unit in one line too."""
+
+    def test_ctrl_c(self):
+        with mock.patch.object(cli, 'run', side_effect=KeyboardInterrupt):
+            self.assertEqual((130, '', 'nova-gpu-p2p-guest: interrupted\n'),
+                             self.run_agent())
+
+    def test_stdout_on_a_full_disk(self):
+        # No fw_cfg entry: the agent says so on standard output.
+        os.makedirs(self.sysfs)
+        with open('/dev/full', 'w') as full:
+            result = subprocess.run(
+                [sys.executable, '-c', 'import sys; from nova_gpu_p2p.'
+                 'guest_agent.cli import main; sys.exit(main())',
+                 '--sysfs-root', self.sysfs],
+                env=dict(os.environ, PYTHONPATH=test_cli.REPO), stdout=full,
+                stderr=subprocess.PIPE, text=True, timeout=60)
+        self.assertEqual((2, ['nova-gpu-p2p-guest: [Errno 28] No space left '
+                              'on device']),
+                         (result.returncode, result.stderr.splitlines()))
 
 
 class TestRefusals(AgentBase):
