@@ -15,6 +15,7 @@
 """``nova-gpu-p2p capture``: this host's topology, saved to a file."""
 
 import argparse
+import sys
 
 from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p.topology import capture
@@ -29,14 +30,16 @@ def cmd_capture(args: argparse.Namespace) -> int:
         raise sources.UsageError('--output %s: %s' % (
             args.output, exc.strerror or exc))
     print('captured %d PCI functions, %d NVIDIA GPUs to %s' % (
-        len(topology.functions), len(topology.gpus()), args.output))
+        len(topology.functions), len(topology.gpus()), args.output),
+        file=sys.stderr if args.output == '-' else sys.stdout)
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     cap = sub.add_parser('capture', help='save this host\'s topology for '
                                          'bug reports and offline tests')
-    cap.add_argument('--output', required=True, metavar='FILE')
+    cap.add_argument('--output', required=True, metavar='FILE',
+                     help='"-" for standard output')
     sources.add_config(cap)
     cap.add_argument('--sysfs-root', help='read this directory as /sys')
     cap.set_defaults(func=cmd_capture)

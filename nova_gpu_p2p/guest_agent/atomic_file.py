@@ -12,41 +12,188 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""A file written whole or not at all.
+"""The one rule for every file the product writes.
 
-NCCL reads the topology file whenever a job starts; a boot that stops
-half-way must leave the old file or none, never half of one.
+NCCL reads the topology file whenever a job starts: a boot that stops
+half-way, or a full disk, must leave the old file or none, never half of
+one. The agent runs as root in a tenant's VM, so no other user may steer
+what it writes or where. ``nova-gpu-p2p capture`` writes through the same
+code; it lives here because the agent's package must stand alone.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-import tempfile
+import secrets
+import stat
+import sys
+from typing import Optional
 
-from nova_gpu_p2p.guest_agent import errors
+#: The mode of every file written, whatever the umask.
+FILE_MODE = 0o644
+#: The mode of every directory made, whatever the umask.
+DIRECTORY_MODE = 0o755
 
 
-def write_atomic(path: str, text: str) -> None:
-    """``text`` at ``path`` whole or not at all: temp file, os.replace."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
+def write_output(path: str, text: str) -> None:
+    """Write ASCII ``text`` to ``path``; OSError's strerror says why not.
+
+    ``-`` is standard output. A FIFO or a character device, or a symbolic
+    link to one (``/dev/stdout``), is written in place: replacing it would
+    swap a pipe or /dev/null for a plain file. Anything else must be a
+    regular file or nothing, and is replaced whole with a temp file made
+    next to it, so a failure leaves the old file as it was. A symbolic
+    link to a regular file is refused, neither followed nor replaced:
+    following it would let whoever made the link choose which file root
+    overwrites, replacing it would silently undo the link.
+    """
+    data = text.encode('ascii')
+    if path == '-':
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            prefix='.%s.' % os.path.basename(path), dir=directory)
-        with os.fdopen(fd, 'w', encoding='ascii') as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise errors.Problem('cannot write %s: %s'
-                             % (path, exc.strerror or exc))
+        target: Optional[os.stat_result] = os.stat(path)
+    except FileNotFoundError:  # nothing there, or a dangling link
+        target = None
+    if target is not None and _is_stream(target.st_mode):
+        _write_in_place(path, data)
+    else:
+        _replace(path, data)
+
+
+def _is_stream(mode: int) -> bool:
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def _refused(path: str, why: str) -> OSError:
+    return OSError(errno.EPERM, 'refusing %s: %s' % (path, why))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data``, through a buffered file that retries short writes.
+
+    Not os.write: under eventlet (nova-compute, the tests) it polls the
+    descriptor first, which /dev/null refuses.
+    """
+    with open(fd, 'wb', closefd=False) as f:
+        f.write(data)
+
+
+def _write_in_place(path: str, data: bytes) -> None:
+    """Write into the pipe or device ``path`` names; never make a file."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not _is_stream(os.fstat(fd).st_mode):
+            raise _refused(path, 'it changed while being opened')
+        _write_all(fd, data)
     finally:
-        if tmp is not None:
+        os.close(fd)
+
+
+def _replace(path: str, data: bytes) -> None:
+    """Temp file in ``path``'s directory, fchmod, fsync, os.replace.
+
+    Everything goes through the directory's descriptor, the one checked,
+    and the temp file's mode is set on its descriptor: a name swapped for
+    a symbolic link in between cannot redirect the write or the chmod.
+    """
+    directory, name = os.path.split(os.path.abspath(path))
+    dir_fd = _open_directory(directory, follow=False)
+    try:
+        try:
+            old: Optional[os.stat_result] = os.stat(
+                name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            old = None
+        if old is not None and stat.S_ISLNK(old.st_mode):
+            raise _refused(path, 'a symbolic link, not followed')
+        if old is not None and not stat.S_ISREG(old.st_mode):
+            raise _refused(path, 'not a regular file, a FIFO or a '
+                                 'character device')
+        tmp = '.%s.%s.tmp' % (name, secrets.token_hex(8))
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY
+                     | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        replaced = False
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+            os.fchmod(fd, FILE_MODE)
+            mine = os.fstat(fd)
+            now = os.stat(tmp, dir_fd=dir_fd, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
+                raise _refused(path, 'its temporary file %s was replaced'
+                               % os.path.join(directory, tmp))
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            replaced = True
+        finally:
+            os.close(fd)
+            if not replaced:
+                _discard(tmp, dir_fd)
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _discard(name: str, dir_fd: int) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass  # the error that got us here is the one to report
+
+
+def _open_directory(directory: str, follow: bool) -> int:
+    """A descriptor of ``directory``, made (0755) if missing, and checked.
+
+    A directory a name is made in must be one where no other user can
+    rename or swap names: a directory owned by this user or by root, not
+    writable by every user unless sticky. The file's own directory must
+    not be a symbolic link either (``follow`` False); the ones above it
+    may (``/var/run`` is a link to ``/run``).
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    if not follow:
+        flags |= os.O_NOFOLLOW
+    made = False
+    try:
+        try:
+            fd = os.open(directory, flags)
+        except FileNotFoundError:
+            parent, name = os.path.split(directory)
+            parent_fd = _open_directory(parent, follow=True)
             try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+                try:
+                    os.mkdir(name, DIRECTORY_MODE, dir_fd=parent_fd)
+                    made = True
+                except FileExistsError:
+                    pass  # made meanwhile: checked below like any other
+                fd = os.open(name, flags, dir_fd=parent_fd)
+            finally:
+                os.close(parent_fd)
+    except OSError as exc:
+        if (not follow and exc.errno in (errno.ENOTDIR, errno.ELOOP)
+                and os.path.islink(directory)):
+            raise _refused(directory, 'a symbolic link, not a directory')
+        raise
+    try:
+        why = _unsafe(os.fstat(fd))
+        if why:
+            raise _refused(directory, why)
+        if made:  # the umask may have taken bits off
+            os.fchmod(fd, DIRECTORY_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _unsafe(st: os.stat_result) -> Optional[str]:
+    """Why another user could swap names in this directory, or None."""
+    uid = os.geteuid()
+    if st.st_uid not in (uid, 0):
+        return ('a directory owned by uid %d, not by this user (uid %d) '
+                'or root' % (st.st_uid, uid))
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        return 'a directory every user can write to, and not sticky'
+    return None

@@ -85,10 +85,11 @@ def run(args: argparse.Namespace) -> int:
     unlike = tree.reconcile()
     text = nccl_xml.render(tree, found, described['switches'],
                            args.sysfs_root, args.proc_root)
-    if args.output == '-':
-        sys.stdout.write(text)
-    else:
-        atomic_file.write_atomic(args.output, text)
+    try:
+        atomic_file.write_output(args.output, text)
+    except OSError as exc:
+        raise errors.Problem('cannot write %s: %s'
+                             % (args.output, exc.strerror or exc))
     for i, j, want, got in unlike:
         print('note: NCCL sees %s between %s and %s, the host %s' % (
             got, found[i].address, found[j].address, want), file=sys.stderr)

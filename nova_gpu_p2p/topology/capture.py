@@ -22,6 +22,7 @@ same answer on another machine: for bug reports and offline tests.
 import dataclasses
 import json
 
+from nova_gpu_p2p.guest_agent import atomic_file
 from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
@@ -110,9 +111,9 @@ def from_dict(data: dict) -> model.HostTopology:
 
 
 def save(topology: model.HostTopology, path: str) -> None:
-    with open(path, 'w') as f:
-        json.dump(to_dict(topology), f, indent=1, sort_keys=True)
-        f.write('\n')
+    """Write a capture whole or not at all: a full disk keeps the old one."""
+    atomic_file.write_output(path, json.dumps(
+        to_dict(topology), indent=1, sort_keys=True) + '\n')
 
 
 def load(path: str) -> model.HostTopology:

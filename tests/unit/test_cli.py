@@ -45,6 +45,7 @@ from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import test_atomic_file
 from tests.unit import test_corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(
@@ -349,6 +350,17 @@ class TestConfig(CLITestCase):
         self.assertEqual(2, exc.code)
         self.assertIn('not allowed with argument', err.getvalue())
 
+    def test_capture_on_a_full_disk_keeps_the_old_one(self):
+        old = self.write('host.json', 'the old capture\n')
+        with test_atomic_file.full_disk():
+            self.assertUsageError(
+                '--output %s: No space left on device' % old, 'capture',
+                '--no-config', '--sysfs-root', test_corpus.tree(ACS_HOST),
+                '--output', old)
+        with open(old) as f:
+            self.assertEqual('the old capture\n', f.read())
+        self.assertEqual(['host.json'], os.listdir(self.dir))
+
     def test_every_command_that_reads_the_host_takes_them(self):
         for command in (['topology'], ['check'], ['capture', '--output',
                                                   os.path.join(self.dir,
@@ -425,11 +437,11 @@ class TestBadInput(CLITestCase):
             self.write('host.json', '[]'))
 
     def test_capture_to_where_it_cannot_write(self):
+        output = os.path.join(self.write('file', ''), 'host.json')
         self.assertUsageError(
-            '--output %s: No such file or directory'
-            % os.path.join(self.dir, 'no', 'host.json'),
+            '--output %s: Not a directory' % output,
             'capture', '--sysfs-root', test_corpus.tree(ACS_HOST),
-            '--output', os.path.join(self.dir, 'no', 'host.json'))
+            '--output', output)
 
     def test_sysfs_root_that_is_none(self):
         self.assertUsageError('cannot list PCI devices in /nonexistent',

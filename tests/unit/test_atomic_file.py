@@ -1,0 +1,183 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The one rule for the files the agent and ``capture`` write."""
+
+import contextlib
+import errno
+import io
+import os
+import stat
+from unittest import mock
+
+import fixtures
+import testtools
+
+from nova_gpu_p2p.guest_agent import atomic_file
+
+
+def full_disk() -> mock.MagicMock:
+    """Writes fail as on a full disk (ENOSPC)."""
+    broken = mock.mock_open()
+    broken.return_value.write.side_effect = OSError(
+        errno.ENOSPC, 'No space left on device')
+    return mock.patch.object(atomic_file, 'open', broken, create=True)
+
+
+class TestWriteOutput(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.output = os.path.join(self.dir, 'out.xml')
+
+    def path(self, *names):
+        return os.path.join(self.dir, *names)
+
+    def read(self, path):
+        with open(path) as f:
+            return f.read()
+
+    def assertRefused(self, text, path):
+        exc = self.assertRaises(OSError, atomic_file.write_output, path,
+                                'new')
+        self.assertEqual('refusing %s' % text, exc.strerror)
+
+    def test_new_file_and_directories_whatever_the_umask(self):
+        for umask in (0o000, 0o077):
+            old = os.umask(umask)
+            self.addCleanup(os.umask, old)
+            top = self.path('u%o' % umask)
+            path = os.path.join(top, 'a', 'b', 'out.xml')
+            atomic_file.write_output(path, 'new')
+            self.assertEqual('new', self.read(path))
+            self.assertEqual(0o644, stat.S_IMODE(os.stat(path).st_mode))
+            for directory in (top, os.path.dirname(os.path.dirname(path)),
+                              os.path.dirname(path)):
+                self.assertEqual(0o755, stat.S_IMODE(
+                    os.lstat(directory).st_mode), directory)
+
+    def test_temp_file_swapped_for_a_link_changes_no_mode(self):
+        """A name swapped before the chmod: the victim keeps its mode."""
+        victim = self.path('victim')
+        with open(victim, 'w') as f:
+            f.write('secret')
+        os.chmod(victim, 0o600)
+        fsync = os.fsync
+
+        def swap_then_fsync(fd):
+            for name in os.listdir(self.dir):
+                if name.startswith('.out.xml.'):
+                    os.unlink(self.path(name))
+                    os.symlink(victim, self.path(name))
+            fsync(fd)
+
+        with mock.patch.object(atomic_file.os, 'fsync',
+                               side_effect=swap_then_fsync):
+            self.assertRaises(OSError, atomic_file.write_output,
+                              self.output, 'new')
+        self.assertEqual(0o600, stat.S_IMODE(os.stat(victim).st_mode))
+        self.assertEqual('secret', self.read(victim))
+        self.assertEqual(['victim'], os.listdir(self.dir))
+
+    def test_full_disk_keeps_the_old_file(self):
+        with open(self.output, 'w') as f:
+            f.write('old')
+        with full_disk():
+            exc = self.assertRaises(OSError, atomic_file.write_output,
+                                    self.output, 'new')
+        self.assertEqual(errno.ENOSPC, exc.errno)
+        self.assertEqual('old', self.read(self.output))
+        self.assertEqual(['out.xml'], os.listdir(self.dir))
+
+    def test_replaces_a_regular_file(self):
+        with open(self.output, 'w') as f:
+            f.write('old and longer')
+        atomic_file.write_output(self.output, 'new')
+        self.assertEqual('new', self.read(self.output))
+        self.assertEqual(['out.xml'], os.listdir(self.dir))
+
+    def test_symlinked_directory_refused(self):
+        os.mkdir(self.path('real'))
+        os.symlink(self.path('real'), self.path('link'))
+        self.assertRefused('%s: a symbolic link, not a directory'
+                           % self.path('link'),
+                           self.path('link', 'out.xml'))
+        self.assertEqual([], os.listdir(self.path('real')))
+
+    def test_directory_of_another_user_refused(self):
+        if os.geteuid() == 0:
+            os.chown(self.dir, 4242, -1)
+            uid = 0
+        else:
+            uid = os.geteuid() + 1
+            self.useFixture(fixtures.MockPatch('os.geteuid',
+                                               return_value=uid))
+        self.assertRefused('%s: a directory owned by uid %d, not by this '
+                           'user (uid %d) or root'
+                           % (self.dir, os.stat(self.dir).st_uid, uid),
+                           self.output)
+        self.assertEqual([], os.listdir(self.dir))
+
+    def test_world_writable_directory_only_if_sticky(self):
+        os.chmod(self.dir, 0o777)
+        self.assertRefused('%s: a directory every user can write to, and '
+                           'not sticky' % self.dir, self.output)
+        self.assertEqual([], os.listdir(self.dir))
+        os.chmod(self.dir, 0o1777)
+        atomic_file.write_output(self.output, 'new')
+        self.assertEqual('new', self.read(self.output))
+
+    def test_link_to_a_regular_file_refused(self):
+        with open(self.path('real'), 'w') as f:
+            f.write('old')
+        os.symlink(self.path('real'), self.output)
+        self.assertRefused('%s: a symbolic link, not followed'
+                           % self.output, self.output)
+        self.assertTrue(os.path.islink(self.output))
+        self.assertEqual('old', self.read(self.path('real')))
+
+    def test_fifo_written_in_place(self):
+        os.mkfifo(self.output)
+        # The reading end, open first so that the writer's open returns.
+        reader = os.open(self.output, os.O_RDONLY | os.O_NONBLOCK)
+        self.addCleanup(os.close, reader)
+        atomic_file.write_output(self.output, 'new')
+        self.assertEqual(b'new', os.read(reader, 100))
+        self.assertTrue(stat.S_ISFIFO(os.lstat(self.output).st_mode))
+        self.assertEqual(['out.xml'], os.listdir(self.dir))
+
+    def test_link_to_a_character_device_written_in_place(self):
+        """/dev/stdout is such a link: the link and the device stay."""
+        os.symlink('/dev/null', self.output)
+        atomic_file.write_output(self.output, 'new')
+        self.assertTrue(os.path.islink(self.output))
+        self.assertTrue(stat.S_ISCHR(os.stat('/dev/null').st_mode))
+        self.assertEqual(['out.xml'], os.listdir(self.dir))
+
+    def test_character_device_written_in_place(self):
+        try:
+            os.mknod(self.output, 0o666 | stat.S_IFCHR,
+                     os.stat('/dev/null').st_rdev)
+        except PermissionError:
+            self.skipTest('mknod needs privileges this run lacks')
+        atomic_file.write_output(self.output, 'new')
+        self.assertTrue(stat.S_ISCHR(os.lstat(self.output).st_mode))
+
+    def test_dash_is_standard_output(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            atomic_file.write_output('-', 'new')
+        self.assertEqual('new', out.getvalue())
+        self.assertEqual([], os.listdir(self.dir))
