@@ -138,6 +138,17 @@ class CLITestCase(testtools.TestCase):
         self.assertIn(expected, err)
         return err.strip()
 
+    def into_a_closed_pipe(self, *argv: str) -> tuple[int, str]:
+        """The CLI's exit status and stderr, its stdout's reader gone."""
+        process = subprocess.Popen(
+            [sys.executable, '-W', 'default', '-c', CONSOLE, *argv],
+            env=dict(os.environ, PYTHONPATH=REPO, HOME=self.dir),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process.stdout.close()
+        stderr = process.stderr.read()
+        process.stderr.close()
+        return process.wait(timeout=120), stderr
+
 
 class TestQuiet(CLITestCase):
     """Standard error holds the command's own output and nothing else.
@@ -206,16 +217,9 @@ class TestQuiet(CLITestCase):
 
     def test_a_closed_pipe_is_no_traceback(self):
         # topology --json | head -1: the reader is gone before the output.
-        process = subprocess.Popen(
-            [sys.executable, '-W', 'default', '-c', CONSOLE, 'topology',
-             '--no-config', '--json', '--load',
-             self.capture(test_corpus.discover('large-16gpu-8numa'))],
-            env=dict(os.environ, PYTHONPATH=REPO, HOME=self.dir),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        process.stdout.close()
-        stderr = process.stderr.read()
-        process.stderr.close()
-        self.assertEqual((1, ''), (process.wait(timeout=120), stderr))
+        self.assertEqual((1, ''), self.into_a_closed_pipe(
+            'topology', '--no-config', '--json', '--load',
+            self.capture(test_corpus.discover('large-16gpu-8numa'))))
 
 
 class TestNeverATraceback(CLITestCase):
@@ -279,14 +283,7 @@ class TestNeverATraceback(CLITestCase):
                               'device'], result.stderr.splitlines(), argv)
 
     def test_version_into_a_closed_pipe(self):
-        process = subprocess.Popen(
-            [sys.executable, '-c', CONSOLE, '--version'],
-            env=dict(os.environ, PYTHONPATH=REPO, HOME=self.dir),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        process.stdout.close()
-        stderr = process.stderr.read()
-        process.stderr.close()
-        self.assertEqual((1, ''), (process.wait(timeout=120), stderr))
+        self.assertEqual((1, ''), self.into_a_closed_pipe('--version'))
 
 
 class TestConfig(CLITestCase):
