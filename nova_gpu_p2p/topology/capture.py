@@ -25,12 +25,10 @@ import json
 from nova_gpu_p2p.guest_agent import atomic_file
 from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import capture_schema
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 
-#: 2 added each function's ``acs_known``; version 1 captures still load.
-FORMAT_VERSION = 2
-_READABLE_VERSIONS = (1, FORMAT_VERSION)
 #: How version 1 worded an unreadable config space: ACS "treated as off",
 #: which is no longer true of what loading it gives.
 _V1_UNREADABLE_CONFIG = 'PCI config space beyond 64 bytes could not be read'
@@ -44,7 +42,7 @@ def to_dict(topology: model.HostTopology) -> dict:
         record['bars64'] = list(record['bars64'])
         functions.append(record)
     return {
-        'format_version': FORMAT_VERSION,
+        'format_version': capture_schema.FORMAT_VERSION,
         'functions': functions,
         'numa_nodes': [{'id': n.id, 'cpus': sorted(n.cpus),
                         'distances': list(n.distances)}
@@ -73,10 +71,8 @@ def _v1_finding(finding: str) -> str:
 
 
 def from_dict(data: dict) -> model.HostTopology:
-    version = data.get('format_version')
-    if version not in _READABLE_VERSIONS:
-        raise ValueError('capture format_version %r is not one of %s' % (
-            version, ', '.join(str(v) for v in _READABLE_VERSIONS)))
+    capture_schema.validate(data)
+    version = data['format_version']
     functions = {}
     findings = tuple(data['findings'])
     for record in data['functions']:
@@ -91,11 +87,6 @@ def from_dict(data: dict) -> model.HostTopology:
         functions[function.address] = function
     if version == 1:
         findings = tuple(_v1_finding(f) for f in findings)
-    for address in sorted(functions):
-        parent = functions[address].parent
-        if parent is not None and parent not in functions:
-            raise ValueError('%s names parent %s, which it does not list'
-                             % (address, parent))
     model.refuse_parent_loops(functions)
     return model.HostTopology(
         functions=functions,
@@ -119,11 +110,7 @@ def save(topology: model.HostTopology, path: str) -> None:
 def load(path: str) -> model.HostTopology:
     """Read a capture; TopologyError names the file and what is wrong."""
     try:
-        data = json.loads(input_file.read_text(path))
-        if not isinstance(data, dict):
-            raise ValueError('its top level is not a JSON object')
-        return from_dict(data)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError,
-            RecursionError) as exc:
+        return from_dict(json.loads(input_file.read_text(path)))
+    except (OSError, ValueError, RecursionError) as exc:
         raise backends.TopologyError(
             '%s is not a readable nova-gpu-p2p capture: %s' % (path, exc))

@@ -56,6 +56,8 @@ class TestFuzzInputs(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.dir = self.useFixture(fixtures.TempDir()).path
+        # The defaults, not a nova.conf this machine may have.
+        self.useFixture(test_cli.NoHostConfig())
 
     def assertDiscovers(self, discover, seed: int) -> None:
         """It answers or raises TopologyError, within the time bound.
@@ -93,6 +95,11 @@ class TestFuzzInputs(testtools.TestCase):
             with open(path, 'w') as f:
                 f.write(text)
             self.assertDiscovers(lambda: capture.load(path), seed)
+            # What loaded must also get through every rule the CLI runs.
+            rc, _out, err = deadline.run_briefly(
+                test_cli.run, 'topology', '--load', path)
+            self.assertIn(rc, (0, 2), (seed, err))
+            self.assertNotIn('unexpected error', err, seed)
 
     def test_static_files(self):
         for seed in range(CASES):
