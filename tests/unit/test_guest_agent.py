@@ -38,22 +38,24 @@ from harness import nccl_paths
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import plan
 from nova_gpu_p2p.guest import topology_description as td
-from nova_gpu_p2p.guest_agent import atomic_file
-from nova_gpu_p2p.guest_agent import cli
-from nova_gpu_p2p.guest_agent import errors
-from nova_gpu_p2p.guest_agent import fw_cfg
-from nova_gpu_p2p.guest_agent import guest_sysfs as agent_sysfs
-from nova_gpu_p2p.guest_agent import nccl
-from nova_gpu_p2p.guest_agent import nccl_env
-from nova_gpu_p2p.guest_agent import nccl_tree
-from nova_gpu_p2p.guest_agent import nccl_xml
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p_guest import atomic_file
+from nova_gpu_p2p_guest import cli
+from nova_gpu_p2p_guest import errors
+from nova_gpu_p2p_guest import fw_cfg
+from nova_gpu_p2p_guest import guest_sysfs as agent_sysfs
+from nova_gpu_p2p_guest import nccl
+from nova_gpu_p2p_guest import nccl_env
+from nova_gpu_p2p_guest import nccl_tree
+from nova_gpu_p2p_guest import nccl_xml
 from tests.fixtures import guest_sysfs
 from tests.fixtures import hosts
-from tests.unit import test_cli
 from tests.unit import test_corpus
 from tests.unit import test_guest_plan as tgp
 
+#: Where nova_gpu_p2p_guest is imported from (guest-agent/ in a checkout).
+AGENT_SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(
+    cli.__file__)))
 INTEL_CPUINFO = ('processor\t: 0\nvendor_id\t: GenuineIntel\n'
                  'cpu family\t: 6\nmodel\t\t: 143\n'
                  'model name\t: Intel(R) Xeon(R) Platinum 8480+\n\n'
@@ -320,10 +322,10 @@ class TestNeverATraceback(AgentBase):
         os.makedirs(self.sysfs)
         with open('/dev/full', 'w') as full:
             result = subprocess.run(
-                [sys.executable, '-c', 'import sys; from nova_gpu_p2p.'
-                 'guest_agent.cli import main; sys.exit(main())',
+                [sys.executable, '-c', 'import sys; from nova_gpu_p2p_guest'
+                 '.cli import main; sys.exit(main())',
                  '--sysfs-root', self.sysfs],
-                env=dict(os.environ, PYTHONPATH=test_cli.REPO), stdout=full,
+                env=dict(os.environ, PYTHONPATH=AGENT_SOURCE), stdout=full,
                 stderr=subprocess.PIPE, text=True, timeout=60)
         self.assertEqual((2, ['nova-gpu-p2p-guest: [Errno 28] No space left '
                               'on device']),

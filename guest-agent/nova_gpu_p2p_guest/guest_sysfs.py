@@ -26,9 +26,9 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
-from nova_gpu_p2p.guest_agent import description
-from nova_gpu_p2p.guest_agent import errors
-from nova_gpu_p2p.guest_agent import nccl
+from nova_gpu_p2p_guest import description
+from nova_gpu_p2p_guest import errors
+from nova_gpu_p2p_guest import nccl
 
 _BDF = re.compile(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z')
 _CPUMAP = re.compile(r'[0-9a-f]+(,[0-9a-f]+)*\Z')

@@ -27,7 +27,7 @@ import subprocess
 import time
 from typing import Callable, Optional
 
-from nova_gpu_p2p.guest_agent import errors
+from nova_gpu_p2p_guest import errors
 
 ENTRY_NAME = 'opt/org.openstack.nova-gpu-p2p/topology'
 
