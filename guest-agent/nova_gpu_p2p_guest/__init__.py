@@ -26,7 +26,8 @@ Its own distribution, ``nova-gpu-p2p-guest`` (``guest-agent/`` of the
 nova-gpu-p2p repository): standard library only, Python 3.8 or later, so
 that its wheel alone is enough in a guest image, which has neither Nova
 nor oslo. It imports nothing of the driver; the driver imports its file
-rule (:mod:`.atomic_file`), never the other way round. The few helpers it
+rules (:mod:`.input_file`, :mod:`.atomic_file`), never the other way
+round. The few helpers it
 shares in spirit with the driver (the PCI address check) are its own
 copies, on purpose.
 
@@ -35,5 +36,6 @@ checks it, :mod:`.guest_sysfs` finds the devices and the CPUs,
 :mod:`.nccl` says what NCCL does with the file, :mod:`.nccl_tree` builds
 the tree NCCL is to see, :mod:`.nccl_xml` writes it as NCCL's XML,
 :mod:`.nccl_env` gives the ``--env`` lines, :mod:`.atomic_file` writes
-the file, :mod:`.cli` is the command line.
+the file, :mod:`.cli` is the command line; every file is read by
+:mod:`.input_file`'s rule.
 """

@@ -23,8 +23,8 @@ import dataclasses
 import json
 
 from nova_gpu_p2p_guest import atomic_file
+from nova_gpu_p2p_guest import input_file
 
-from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs

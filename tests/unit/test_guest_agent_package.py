@@ -242,3 +242,4 @@ class TestContract(testtools.TestCase):
         self.assertEqual(td.ENTRY_NAME, fw_cfg.ENTRY_NAME)
         self.assertEqual(td.FORMAT_VERSION,
                          agent_description.FORMAT_VERSION)
+        self.assertEqual(td.MAX_ENTRY_SIZE, fw_cfg.MAX_ENTRY_SIZE)
