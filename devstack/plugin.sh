@@ -84,7 +84,10 @@ function install_nova_gpu_p2p {
     # nova/virt/gpu_p2p.py could shadow Nova's own package; a plain install
     # adds only that module. --no-deps: everything the package imports
     # comes with Nova, and resolving its "nova" requirement could replace
-    # the Nova that devstack installed from git with one from PyPI.
+    # the Nova that devstack installed from git with one from PyPI. The
+    # guest agent's distribution first: the driver requires it (it is not
+    # on PyPI; doc/source/install.rst, "The guest agent").
+    pip_install --no-deps "$GPU_P2P_DIR/guest-agent"
     pip_install --no-deps "$GPU_P2P_DIR"
     if [[ "$GPU_P2P_TOPOLOGY_BACKEND" == nvml ||
           "$GPU_P2P_TOPOLOGY_BACKEND" == fabricmanager ]]; then
@@ -434,9 +437,9 @@ function cleanup_nova_gpu_p2p {
     # pip_uninstall ignores devstack's global venv (GLOBAL_VENV), where
     # pip_install put the package: point it there.
     if [[ "${GLOBAL_VENV:-}" == True && -d "${DEVSTACK_VENV:-}" ]]; then
-        PIP_VIRTUAL_ENV=$DEVSTACK_VENV pip_uninstall nova-gpu-p2p
+        PIP_VIRTUAL_ENV=$DEVSTACK_VENV pip_uninstall nova-gpu-p2p nova-gpu-p2p-guest
     else
-        pip_uninstall nova-gpu-p2p
+        pip_uninstall nova-gpu-p2p nova-gpu-p2p-guest
     fi
 }
 

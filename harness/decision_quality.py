@@ -566,7 +566,7 @@ def run_guest_agent(sysfs_root: str) -> str:
 
     :raises RuntimeError: the agent failed (its messages attached).
     """
-    from nova_gpu_p2p.guest_agent import cli
+    from nova_gpu_p2p_guest import cli
 
     output = os.path.join(sysfs_root, 'nccl-topology.xml')
     messages = io.StringIO()

@@ -12,29 +12,44 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``tox -e pkg``: build the sdist and wheel as an operator would, and prove
-the wheel works on its own.
+"""``tox -e pkg``: build the sdists and wheels as an operator would, and
+prove each wheel works on its own.
 
-Builds the sdist, then the wheel from it (so a file missing from the sdist
-fails here), runs ``twine check --strict`` on both, installs the wheel with
-its ``nvml`` extra into a fresh virtualenv with uv (from the package cache
-tox-uv shares), and there, outside this checkout, checks what Nova and an
-operator use: the console scripts, every entry point of setup.cfg, the
-driver shim ``nova.virt.gpu_p2p``, Nova's loading of our extra spec
-validators and the scheduler's filter and weigher.
+For the driver (``nova-gpu-p2p``, this directory) and the guest agent
+(``nova-gpu-p2p-guest``, ``guest-agent/``), builds the sdist, then the
+wheel from it (so a file missing from the sdist fails here), and runs
+``twine check --strict`` on both. The agent's wheel must hold its own
+package only (no ``nova/``, no ``nova_gpu_p2p/``), parse as Python 3.8,
+and install alone into a fresh virtualenv of Python 3.8 (of the running
+Python where no 3.8 is found), where its command runs. The driver's wheel
+must hold none of the agent: it is installed with its ``nvml`` extra and
+the agent's wheel (which it requires) into a fresh virtualenv with uv
+(from the package cache tox-uv shares), and there, outside this checkout,
+checks what Nova and an operator use: the console scripts, every entry
+point of setup.cfg, the driver shim ``nova.virt.gpu_p2p``, Nova's loading
+of our extra spec validators and the scheduler's filter and weigher.
 """
 
 import argparse
+import ast
 import configparser
+import glob
 import importlib.metadata
 import os
 import shutil
 import subprocess
 import sys
 import time
+import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DISTRIBUTION = 'nova-gpu-p2p'
+AGENT_ROOT = os.path.join(ROOT, 'guest-agent')
+AGENT_DISTRIBUTION = 'nova-gpu-p2p-guest'
+AGENT_PACKAGE = 'nova_gpu_p2p_guest'
+#: The oldest Python the agent supports, and the driver.
+AGENT_PYTHON = (3, 8)
+DRIVER_REQUIRES_PYTHON = '>=3.11'
 #: The only file of ours in Nova's package; Nova's own __init__ files must
 #: never be in the wheel (installing it would replace Nova's).
 SHIM = 'nova/virt/gpu_p2p.py'
@@ -79,23 +94,130 @@ def _one(directory: str, suffix: str) -> str:
     return os.path.join(directory, found[0])
 
 
-def build(dist: str) -> tuple[str, str]:
-    """The sdist and the wheel built from it, in ``dist``."""
+def build(dist: str, source: str) -> tuple[str, str]:
+    """The sdist of ``source`` and the wheel built from it, in ``dist``."""
     shutil.rmtree(dist, ignore_errors=True)
     _run(sys.executable, '-m', 'build', '--installer', 'uv', '--outdir',
-         dist, ROOT)
+         dist, source)
     return _one(dist, '.tar.gz'), _one(dist, '.whl')
 
 
-def install(wheel: str, venv: str, pins: list[str]) -> str:
-    """A fresh virtualenv with the wheel and its nvml extra; its python."""
+def _venv(venv: str, python: str) -> str:
     shutil.rmtree(venv, ignore_errors=True)
-    _run(sys.executable, '-m', 'uv', 'venv', '--quiet', '--python',
-         sys.executable, venv)
-    python = os.path.join(venv, 'bin', 'python')
+    _run(sys.executable, '-m', 'uv', 'venv', '--quiet', '--python', python,
+         venv)
+    return os.path.join(venv, 'bin', 'python')
+
+
+def install(wheel: str, agent_wheel: str, venv: str,
+            pins: list[str]) -> str:
+    """A fresh virtualenv with the wheel, its nvml extra and the agent."""
+    python = _venv(venv, sys.executable)
     _run(sys.executable, '-m', 'uv', 'pip', 'install', '--quiet',
-         '--python', python, wheel + '[nvml]', *pins)
+         '--python', python, wheel + '[nvml]', agent_wheel, *pins)
     return python
+
+
+def wheel_files(wheel: str) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
+def check_driver_wheel(wheel: str) -> str:
+    """The driver's wheel holds none of the agent."""
+    agent = [name for name in wheel_files(wheel)
+             if name.startswith(AGENT_PACKAGE + '/')]
+    if agent:
+        raise PackageError('the driver\'s wheel holds the agent: %s'
+                           % agent)
+    return 'the driver\'s wheel holds no %s file' % AGENT_PACKAGE
+
+
+def check_agent_wheel(wheel: str) -> list[str]:
+    """Its own package only, every module Python 3.8 syntax."""
+    files = wheel_files(wheel)
+    # The package, and the metadata in nova_gpu_p2p_guest-VERSION.dist-info.
+    foreign = [name for name in files
+               if not name.startswith((AGENT_PACKAGE + '/',
+                                       AGENT_PACKAGE + '-'))]
+    if foreign or not any(name.startswith(AGENT_PACKAGE + '/')
+                          for name in files):
+        raise PackageError('the agent\'s wheel must hold %s/ and its '
+                           'metadata only; it has %s' % (
+                               AGENT_PACKAGE, foreign or files))
+    modules = [name for name in files if name.endswith('.py')]
+    with zipfile.ZipFile(wheel) as archive:
+        for name in modules:
+            try:
+                ast.parse(archive.read(name), name,
+                          feature_version=AGENT_PYTHON)
+            except SyntaxError as exc:
+                raise PackageError('%s is not Python %d.%d: %s'
+                                   % ((name,) + AGENT_PYTHON + (exc,)))
+    return ['the agent\'s wheel holds %s/ only, no nova/ or nova_gpu_p2p/'
+            % AGENT_PACKAGE,
+            'its %d modules parse as Python %d.%d'
+            % ((len(modules),) + AGENT_PYTHON)]
+
+
+def oldest_python() -> str | None:
+    """A Python 3.8 to install the agent with, or None.
+
+    ``NOVA_GPU_P2P_PYTHON38``, else ``python3.8`` on the path, else
+    pyenv's; each must run and be 3.8.
+    """
+    candidates = [os.environ.get('NOVA_GPU_P2P_PYTHON38'),
+                  shutil.which('python3.8')] + sorted(glob.glob(
+                      os.path.expanduser(
+                          '~/.pyenv/versions/3.8*/bin/python3.8')))
+    for candidate in filter(None, candidates):
+        try:
+            found = subprocess.run(
+                [candidate, '-c', 'import sys; print(sys.version_info[:2])'],
+                capture_output=True, text=True, timeout=60).stdout.strip()
+        except OSError:
+            continue
+        if found == str(AGENT_PYTHON):
+            return candidate
+    return None
+
+
+def install_agent(wheel: str, venv: str) -> list[str]:
+    """The agent's wheel alone in a fresh virtualenv of Python 3.8."""
+    python = oldest_python()
+    done = []
+    if python is None:
+        done.append('no Python %d.%d found (NOVA_GPU_P2P_PYTHON38): '
+                    'installed with Python %d.%d instead' % (
+                        AGENT_PYTHON + sys.version_info[:2]))
+        python = sys.executable
+    python = _venv(venv, python)
+    _run(sys.executable, '-m', 'uv', 'pip', 'install', '--quiet',
+         '--python', python, wheel)
+    # From the virtualenv, where no checkout's metadata can be found.
+    listed = _run(python, '-c', 'import importlib.metadata as m; print(" '
+                  '".join(sorted(d.metadata["Name"] for d in '
+                  'm.distributions())))', cwd=venv).split()
+    if listed != [AGENT_DISTRIBUTION]:
+        raise PackageError('the agent\'s virtualenv holds %s, not %s alone'
+                           % (listed, AGENT_DISTRIBUTION))
+    version = _run(python, '-c', 'import sys; print("%d.%d" % '
+                   'sys.version_info[:2])', cwd=venv).strip()
+    done.append('the agent\'s wheel installs alone on Python %s' % version)
+    # A real run: no fw_cfg entry to read is one line and exit status 2.
+    result = subprocess.run(
+        [os.path.join(venv, 'bin', AGENT_DISTRIBUTION), '--fw-cfg',
+         os.path.join(venv, 'absent')], capture_output=True, text=True,
+        cwd=venv)
+    if (result.returncode, result.stdout) != (2, '') or (
+            not result.stderr.startswith(AGENT_DISTRIBUTION + ': cannot')):
+        raise PackageError('%s --fw-cfg ABSENT: exit %d, %r %r' % (
+            AGENT_DISTRIBUTION, result.returncode, result.stdout,
+            result.stderr))
+    _run(python, '-m', AGENT_PACKAGE, '--help', cwd=venv)
+    done.append('%s and python -m %s run there'
+                % (AGENT_DISTRIBUTION, AGENT_PACKAGE))
+    return done
 
 
 def check_installed(setup_cfg: str) -> list[str]:
@@ -116,6 +238,11 @@ def check_installed(setup_cfg: str) -> list[str]:
         raise PackageError('the wheel must install %s and none of %s; it '
                            'has %s' % (SHIM, NOT_OURS, sorted(
                                f for f in files if f.startswith('nova/'))))
+    requires = importlib.metadata.metadata(DISTRIBUTION)['Requires-Python']
+    if requires != DRIVER_REQUIRES_PYTHON:
+        raise PackageError('the driver requires Python %s, not %s'
+                           % (requires, DRIVER_REQUIRES_PYTHON))
+    done.append('the driver requires Python %s' % requires)
     shim = importutils.import_class('nova.virt.gpu_p2p.GPUP2PLibvirtDriver')
     if shim is not driver.GPUP2PLibvirtDriver:
         raise PackageError('nova.virt.gpu_p2p gives %r' % shim)
@@ -167,7 +294,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--dist', default=os.path.join(ROOT, 'dist'),
                         help='where to build (emptied first)')
     parser.add_argument('--venv', default=os.path.join(ROOT, 'dist', 'venv'),
-                        help='the virtualenv to install into (made anew)')
+                        help='the virtualenv to install into (made anew; the '
+                             'agent\'s alone goes to VENV-guest)')
     parser.add_argument('--inside', action='store_true',
                         help=argparse.SUPPRESS)
     parser.add_argument('pins', nargs='*', metavar='REQUIREMENT',
@@ -180,16 +308,25 @@ def main(argv: list[str]) -> int:
                 print('  ok: %s' % line)
             return 0
         start = time.monotonic()
-        sdist, wheel = build(args.dist)
+        sdist, wheel = build(os.path.join(args.dist, DISTRIBUTION), ROOT)
+        agent_sdist, agent_wheel = build(
+            os.path.join(args.dist, AGENT_DISTRIBUTION), AGENT_ROOT)
         built = time.monotonic()
-        print('Built %s and %s in %.0f s' % (_size(sdist), _size(wheel),
-                                             built - start))
+        print('Built %s in %.0f s' % (', '.join(
+            _size(path) for path in (sdist, wheel, agent_sdist,
+                                     agent_wheel)), built - start))
         print(_run(sys.executable, '-m', 'twine', '--no-color', 'check',
-                   '--strict', sdist, wheel).rstrip())
-        python = install(wheel, args.venv, args.pins)
+                   '--strict', sdist, wheel, agent_sdist,
+                   agent_wheel).rstrip())
+        for line in [check_driver_wheel(wheel)] + check_agent_wheel(
+                agent_wheel) + install_agent(agent_wheel,
+                                             args.venv + '-guest'):
+            print('  ok: %s' % line)
+        built = time.monotonic()
+        python = install(wheel, agent_wheel, args.venv, args.pins)
         installed = time.monotonic()
-        print('Installed the wheel[nvml] into %s in %.0f s' % (
-            args.venv, installed - built))
+        print('Installed the wheel[nvml] and the agent\'s into %s in %.0f s'
+              % (args.venv, installed - built))
         # From outside the checkout, so that only the installed copy
         # can be imported.
         print(_run(python, os.path.abspath(__file__), '--inside',

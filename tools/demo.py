@@ -48,7 +48,7 @@ cloud_runner.patch_first()
 from harness import pci_xml  # noqa: E402
 from nova_gpu_p2p.fabric import nvfm  # noqa: E402
 from nova_gpu_p2p.guest import topology_description  # noqa: E402
-from nova_gpu_p2p.guest_agent import cli  # noqa: E402
+from nova_gpu_p2p_guest import cli  # noqa: E402
 from tests.fixtures import guest_sysfs  # noqa: E402
 
 

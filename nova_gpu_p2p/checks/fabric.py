@@ -28,12 +28,13 @@ import dataclasses
 import enum
 import typing
 
+from nova_gpu_p2p_guest import input_file
+
 from nova_gpu_p2p.checks import nvswitch
 from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import result
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p.fabric import nvfm
-from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import model
 
 BACKEND = 'fabricmanager'

@@ -20,8 +20,9 @@ configured.
 
 import os
 
+from nova_gpu_p2p_guest import input_file
+
 from nova_gpu_p2p.checks import result
-from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import model
 
 #: Drivers VFIO accepts next to vfio-pci in an IOMMU group it uses.

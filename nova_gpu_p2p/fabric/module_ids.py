@@ -30,10 +30,10 @@ import os
 import tempfile
 import types
 
+from nova_gpu_p2p_guest import input_file
 from oslo_log import log as logging
 
 from nova_gpu_p2p.fabric import nvfm
-from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import nvml
 
 LOG = logging.getLogger(__name__)

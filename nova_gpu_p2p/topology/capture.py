@@ -22,8 +22,9 @@ same answer on another machine: for bug reports and offline tests.
 import dataclasses
 import json
 
-from nova_gpu_p2p.guest_agent import atomic_file
-from nova_gpu_p2p import input_file
+from nova_gpu_p2p_guest import atomic_file
+from nova_gpu_p2p_guest import input_file
+
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import capture_schema
 from nova_gpu_p2p.topology import model

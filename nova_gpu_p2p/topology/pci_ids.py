@@ -27,7 +27,8 @@ import dataclasses
 import os
 import re
 
-from nova_gpu_p2p import input_file
+from nova_gpu_p2p_guest import input_file
+
 from nova_gpu_p2p.topology import model
 
 #: Where distributions install it, in the order pciutils' builds look.

@@ -26,8 +26,9 @@ topology. Every error names the file and the line.
 import dataclasses
 import itertools
 
+from nova_gpu_p2p_guest import input_file
+
 from nova_gpu_p2p.fabric import nvfm
-from nova_gpu_p2p import input_file
 from nova_gpu_p2p import limits
 from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.topology import backends

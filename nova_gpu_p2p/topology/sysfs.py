@@ -28,9 +28,9 @@ import errno
 import os
 import re
 
+from nova_gpu_p2p_guest import input_file
 from oslo_log import log as logging
 
-from nova_gpu_p2p import input_file
 from nova_gpu_p2p import native_thread
 from nova_gpu_p2p import privsep
 from nova_gpu_p2p.topology import backends

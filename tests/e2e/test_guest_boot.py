@@ -52,7 +52,7 @@ from testtools import content
 
 from harness import nccl_paths
 from nova_gpu_p2p.guest import topology_description
-from nova_gpu_p2p.guest_agent import cli
+from nova_gpu_p2p_guest import cli
 from tests.e2e import guest_domain
 from tests.e2e import guest_image
 from tests.fixtures import guest_sysfs

@@ -24,7 +24,7 @@ from unittest import mock
 import fixtures
 import testtools
 
-from nova_gpu_p2p.guest_agent import atomic_file
+from nova_gpu_p2p_guest import atomic_file
 
 
 def full_disk() -> mock.MagicMock:

@@ -102,6 +102,15 @@ STACK = ['stack pre-install', 'stack install', 'stack post-config',
          'start-nova', 'stack extra', 'stack test-config']
 CLEAN = ['unstack', 'clean']
 
+
+def installs(host):
+    """The plugin's pip installs: the agent's distribution, the driver."""
+    checkout = os.path.join(host.dest, 'nova-gpu-p2p')
+    return [['pip_install', '--no-deps', os.path.join(checkout,
+                                                      'guest-agent')],
+            ['pip_install', '--no-deps', checkout]]
+
+
 #: Valid values for every [gpu_p2p] option, none of them the default.
 OPTION_VALUES = {
     'topology_backend': 'static',
@@ -314,10 +323,7 @@ class TestStack(testtools.TestCase):
                 dict(gpu, product_id='22a3')))
             # What Nova does not know stays as devstack wrote it.
             self.assertEqual(['none'], ini['libvirt']['cpu_mode'])
-        self.assertEqual(
-            [['pip_install', '--no-deps', os.path.join(host.dest,
-                                                       'nova-gpu-p2p')]],
-            host.calls('pip_install'))
+        self.assertEqual(installs(host), host.calls('pip_install'))
         self.assertEqual([], host.calls('setup_develop'))
         self.assertFlavor(host, fc.FlavorRequest(gpus=8, alias='h100',
                                                  numa_nodes=2))
@@ -504,7 +510,7 @@ class TestStack(testtools.TestCase):
                          ini['filter_scheduler']['pci_in_placement'])
         self.assertEqual([], host.calls('sudo'))
         self.assertFlavor(host, fc.FlavorRequest(gpus=2, alias='h100'))
-        self.assertEqual(1, len(host.calls('pip_install')))
+        self.assertEqual(installs(host), host.calls('pip_install'))
 
     def test_without_nova_nothing_happens(self):
         host = self.stack(services='key,g-api,placement-api', **PCI)
@@ -551,9 +557,7 @@ class TestStack(testtools.TestCase):
         for backend in ('nvml', 'fabricmanager'):
             host = self.stack(GPU_P2P_TOPOLOGY_BACKEND=backend)
             self.assertEqual(
-                [['pip_install', '--no-deps',
-                  os.path.join(host.dest, 'nova-gpu-p2p')],
-                 ['pip_install', extra.strip()]],
+                installs(host) + [['pip_install', extra.strip()]],
                 host.calls('pip_install'), backend)
 
     def test_waits_for_configure_neutron_nova(self):
@@ -675,6 +679,7 @@ class TestUnstackAndClean(testtools.TestCase):
         self.assertEqual(host.parse(placement_seed),
                          host.ini(host.placement_conf))
         self.assertEqual([['pip_uninstall', 'nova-gpu-p2p',
+                           'nova-gpu-p2p-guest',
                            'PIP_VIRTUAL_ENV=']],
                          host.calls('pip_uninstall'))
 
@@ -712,6 +717,7 @@ class TestUnstackAndClean(testtools.TestCase):
         host.run(STACK)
         host.run(CLEAN, GLOBAL_VENV='True', DEVSTACK_VENV=venv)
         self.assertEqual([['pip_uninstall', 'nova-gpu-p2p',
+                           'nova-gpu-p2p-guest',
                            'PIP_VIRTUAL_ENV=' + venv]],
                          host.calls('pip_uninstall'))
         self.assertEqual(host.parse(SEED), host.ini())

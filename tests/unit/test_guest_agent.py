@@ -38,22 +38,26 @@ from harness import nccl_paths
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import plan
 from nova_gpu_p2p.guest import topology_description as td
-from nova_gpu_p2p.guest_agent import atomic_file
-from nova_gpu_p2p.guest_agent import cli
-from nova_gpu_p2p.guest_agent import errors
-from nova_gpu_p2p.guest_agent import fw_cfg
-from nova_gpu_p2p.guest_agent import guest_sysfs as agent_sysfs
-from nova_gpu_p2p.guest_agent import nccl
-from nova_gpu_p2p.guest_agent import nccl_env
-from nova_gpu_p2p.guest_agent import nccl_tree
-from nova_gpu_p2p.guest_agent import nccl_xml
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p_guest import atomic_file
+from nova_gpu_p2p_guest import cli
+from nova_gpu_p2p_guest import errors
+from nova_gpu_p2p_guest import fw_cfg
+from nova_gpu_p2p_guest import guest_sysfs as agent_sysfs
+from nova_gpu_p2p_guest import input_file
+from nova_gpu_p2p_guest import nccl
+from nova_gpu_p2p_guest import nccl_env
+from nova_gpu_p2p_guest import nccl_tree
+from nova_gpu_p2p_guest import nccl_xml
+from tests.fixtures import deadline
 from tests.fixtures import guest_sysfs
 from tests.fixtures import hosts
-from tests.unit import test_cli
 from tests.unit import test_corpus
 from tests.unit import test_guest_plan as tgp
 
+#: Where nova_gpu_p2p_guest is imported from (guest-agent/ in a checkout).
+AGENT_SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(
+    cli.__file__)))
 INTEL_CPUINFO = ('processor\t: 0\nvendor_id\t: GenuineIntel\n'
                  'cpu family\t: 6\nmodel\t\t: 143\n'
                  'model name\t: Intel(R) Xeon(R) Platinum 8480+\n\n'
@@ -320,17 +324,18 @@ class TestNeverATraceback(AgentBase):
         os.makedirs(self.sysfs)
         with open('/dev/full', 'w') as full:
             result = subprocess.run(
-                [sys.executable, '-c', 'import sys; from nova_gpu_p2p.'
-                 'guest_agent.cli import main; sys.exit(main())',
+                [sys.executable, '-c', 'import sys; from nova_gpu_p2p_guest'
+                 '.cli import main; sys.exit(main())',
                  '--sysfs-root', self.sysfs],
-                env=dict(os.environ, PYTHONPATH=test_cli.REPO), stdout=full,
+                env=dict(os.environ, PYTHONPATH=AGENT_SOURCE), stdout=full,
                 stderr=subprocess.PIPE, text=True, timeout=60)
         self.assertEqual((2, ['nova-gpu-p2p-guest: [Errno 28] No space left '
                               'on device']),
                          (result.returncode, result.stderr.splitlines()))
 
 
-class TestRefusals(AgentBase):
+class HandMadeBase(AgentBase):
+    """The hand-made description, its entry and its devices' directories."""
 
     def setUp(self):
         super().setUp()
@@ -338,6 +343,18 @@ class TestRefusals(AgentBase):
 
     def build_entry(self, entry):
         self.build(self.description, entry=entry)
+
+    def device_directory(self, index):
+        """The guest sysfs directory of described device ``index``."""
+        addresses = self.build(self.description)
+        device = self.description['devices'][index]
+        bus = device['bus_nr']
+        return os.path.join(self.sysfs, 'devices', 'pci0000:%02x' % bus,
+                            '0000:%02x:%02x.0' % (bus, device['slot']),
+                            addresses[index])
+
+
+class TestRefusals(HandMadeBase):
 
     def test_no_entry(self):
         self.build(self.description, fw_cfg=False)
@@ -386,15 +403,6 @@ class TestRefusals(AgentBase):
             self.build_entry(base64.b64encode(json.dumps(
                 description).encode()).decode())
             self.assertFailsWith(message)
-
-    def device_directory(self, index):
-        """The guest sysfs directory of described device ``index``."""
-        addresses = self.build(self.description)
-        device = self.description['devices'][index]
-        bus = device['bus_nr']
-        return os.path.join(self.sysfs, 'devices', 'pci0000:%02x' % bus,
-                            '0000:%02x:%02x.0' % (bus, device['slot']),
-                            addresses[index])
 
     def test_vendor_and_class_mismatch(self):
         for index, name, value, message in (
@@ -453,6 +461,80 @@ class TestRefusals(AgentBase):
         with contextlib.redirect_stderr(err):
             raised = self.assertRaises(SystemExit, cli.main, ['--bogus'])
         self.assertEqual(2, raised.code)
+
+
+class TestHostileFiles(HandMadeBase):
+    """A FIFO or /dev/zero where the agent reads is refused in one line.
+
+    Each once hung the agent at boot (a FIFO nobody writes to) or made it
+    read until memory ran out (``/dev/zero``); each run is time-bounded so
+    that a regression fails instead of hanging.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.fifo = os.path.join(self.root, 'fifo')
+        os.mkfifo(self.fifo)
+
+    def assertRefused(self, path, why, *argv):
+        deadline.run_briefly(self.assertFailsWith, 'nova-gpu-p2p-guest: '
+                             'cannot read %s: %s' % (path, why), *argv)
+
+    def replace(self, path, hostile):
+        """``path`` becomes a FIFO, or a symbolic link to /dev/zero."""
+        os.remove(path)
+        if hostile == 'fifo':
+            os.mkfifo(path)
+        else:
+            os.symlink('/dev/zero', path)
+
+    def test_fw_cfg_option(self):
+        for path in (self.fifo, '/dev/zero'):
+            self.assertRefused(path, 'not a regular file', '--fw-cfg', path)
+
+    def test_fw_cfg_entry(self):
+        for hostile in ('fifo', 'zero'):
+            self.sysfs = os.path.join(self.root, 'sys-' + hostile)
+            self.build(self.description)
+            entry = fw_cfg.entry_path(self.sysfs)
+            self.replace(entry, hostile)
+            self.assertRefused(entry, 'not a regular file')
+
+    def test_fw_cfg_entry_beyond_what_the_driver_writes(self):
+        entry = os.path.join(self.root, 'entry')
+        with open(entry, 'w') as f:
+            f.write('A' * (fw_cfg.MAX_ENTRY_SIZE + 1))
+        self.assertRefused(entry, 'more than %d bytes'
+                           % fw_cfg.MAX_ENTRY_SIZE, '--fw-cfg', entry)
+
+    def test_device_attribute(self):
+        for hostile in ('fifo', 'zero'):
+            self.sysfs = os.path.join(self.root, 'sys-' + hostile)
+            vendor = os.path.join(self.device_directory(2), 'vendor')
+            self.replace(vendor, hostile)
+            self.assertRefused(vendor, 'not a regular file')
+        self.sysfs = os.path.join(self.root, 'sys-long')
+        vendor = os.path.join(self.device_directory(2), 'vendor')
+        with open(vendor, 'w') as f:
+            f.write('0' * (input_file.MAX_ATTRIBUTE + 1))
+        self.assertRefused(vendor, 'more than %d bytes'
+                           % input_file.MAX_ATTRIBUTE)
+
+    def test_numa_node_cpumap(self):
+        self.build(self.description)
+        nodes = os.path.join(self.sysfs, 'devices', 'system', 'node')
+        for node in os.listdir(nodes):
+            self.replace(os.path.join(nodes, node, 'cpumap'), 'fifo')
+        status, _, err = deadline.run_briefly(self.run_agent)
+        self.assertEqual(2, status, err)
+        self.assertRegex(err, r'\Anova-gpu-p2p-guest: cannot read %s/node'
+                         r'\d+/cpumap: not a regular file\n\Z' % nodes)
+
+    def test_cpuinfo(self):
+        self.build(self.description)
+        cpuinfo = os.path.join(self.proc, 'cpuinfo')
+        self.replace(cpuinfo, 'fifo')
+        self.assertRefused(cpuinfo, 'not a regular file')
 
 
 class TestTree(testtools.TestCase):
@@ -553,6 +635,14 @@ class TestCpuAndModule(testtools.TestCase):
         self.assertEqual([('arch', 'ppc64')],
                          self.cpu_type('processor\t: 0\ncpu\t\t: POWER9\n'))
         self.assertEqual([], self.cpu_type(''))
+
+    def test_cpu_type_from_the_head_of_a_long_cpuinfo(self):
+        """Hundreds of vCPUs: the first processor, the rest unread."""
+        rest = 'processor\t: 1\nflags\t\t: %s\n\n' % ('x' * 1000)
+        self.assertEqual(
+            [('arch', 'x86_64'), ('vendor', 'GenuineIntel'),
+             ('familyid', '6'), ('modelid', '143')],
+            self.cpu_type(INTEL_CPUINFO + '\n' + rest * 500))
 
     def test_module_loaded_only_for_the_real_sys(self):
         calls = []

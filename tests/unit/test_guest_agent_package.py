@@ -12,11 +12,12 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The guest agent's package stands alone, and its shipped files agree.
+"""The guest agent's distribution stands alone, and its shipped files agree.
 
-A guest image installs the wheel with ``pip install --no-deps`` and runs
-the agent on its own Python, 3.8 or later: every module of the package
-imports the standard library and the package's own modules only.
+A guest image installs the wheel of ``nova-gpu-p2p-guest`` (built from
+``guest-agent/``) and runs the agent on its own Python, 3.8 or later:
+every module of the package imports the standard library and the
+package's own modules only. ``tox -e pkg`` checks the built wheel.
 """
 
 import ast
@@ -31,19 +32,19 @@ import fixtures
 import testtools
 import yaml
 
-import nova_gpu_p2p
 from nova_gpu_p2p.guest import topology_description as td
-from nova_gpu_p2p.guest_agent import cli
-from nova_gpu_p2p.guest_agent import description as agent_description
-from nova_gpu_p2p.guest_agent import fw_cfg
+from nova_gpu_p2p_guest import cli
+from nova_gpu_p2p_guest import description as agent_description
+from nova_gpu_p2p_guest import fw_cfg
+import tests
 from tests.fixtures import guest_sysfs
 from tests.unit import test_guest_agent
 
 PYTHON38 = '/root/.pyenv/versions/3.8.18/bin/python3.8'
-PACKAGE = 'nova_gpu_p2p.guest_agent'
-SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(
-    nova_gpu_p2p.__file__)))
-PACKAGE_DIR = os.path.join(SOURCE_ROOT, *PACKAGE.split('.'))
+PACKAGE = 'nova_gpu_p2p_guest'
+#: The agent's own directory, guest-agent/ in a checkout.
+SOURCE_ROOT = test_guest_agent.AGENT_SOURCE
+PACKAGE_DIR = os.path.join(SOURCE_ROOT, PACKAGE)
 
 
 def _parse_modules():
@@ -116,13 +117,6 @@ class TestStandalone(testtools.TestCase):
         self.assertIn('cli', [name for name, tree in MODULES.items()
                               if has_annotations(tree)])
 
-    def test_package_init_is_empty(self):
-        init = os.path.join(SOURCE_ROOT, 'nova_gpu_p2p', '__init__.py')
-        with open(init, encoding='utf-8') as f:
-            self.assertEqual([], [line for line in f.read().splitlines()
-                                  if line.strip()
-                                  and not line.startswith('#')])
-
     def python38(self, *argv, **kwargs):
         if not os.path.exists(PYTHON38):
             self.skipTest('no Python 3.8 at %s' % PYTHON38)
@@ -159,7 +153,7 @@ class TestStandalone(testtools.TestCase):
                           'no such file\n'), (bad.returncode, bad.stderr))
 
     def test_every_module_imports_under_python38(self):
-        """On 3.8 every module imports, and loads no other nova_gpu_p2p."""
+        """On 3.8 every module imports, and loads nothing of the driver."""
         names = ['%s.%s' % (PACKAGE, name) for name in sorted(MODULES)
                  if name not in ('__init__', '__main__')]
         result = self.python38('-c', 'import sys\n' + ''.join(
@@ -167,7 +161,7 @@ class TestStandalone(testtools.TestCase):
             'print(" ".join(sorted(m for m in sys.modules '
             'if m.startswith("nova"))))'))
         self.assertEqual(0, result.returncode, result.stderr)
-        self.assertEqual(['nova_gpu_p2p', PACKAGE] + names,
+        self.assertEqual([PACKAGE] + names,
                          result.stdout.split())
 
     def test_console_script_is_the_command_line(self):
@@ -187,8 +181,7 @@ class TestShippedFiles(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.etc = os.path.join(SOURCE_ROOT, 'etc', 'nova-gpu-p2p-guest')
-        if not os.path.isdir(self.etc):
+        if not os.path.isdir(os.path.join(SOURCE_ROOT, 'etc')):
             self.skipTest('no etc/ next to the package (installed without '
                           'its source tree)')
 
@@ -199,21 +192,18 @@ class TestShippedFiles(testtools.TestCase):
     def test_unit(self):
         unit = configparser.ConfigParser(strict=False, interpolation=None)
         unit.optionxform = str
-        unit.read_string(self.read(
-            'etc', 'nova-gpu-p2p-guest', 'nova-gpu-p2p-guest.service'))
+        unit.read_string(self.read('etc', 'nova-gpu-p2p-guest.service'))
         self.assertEqual('oneshot', unit['Service']['Type'])
-        self.assertEqual('/usr/bin/python3 -m nova_gpu_p2p.guest_agent',
+        self.assertEqual('/usr/bin/python3 -m nova_gpu_p2p_guest',
                          unit['Service']['ExecStart'])
         self.assertIn('systemd-modules-load.service', unit['Unit']['After'])
         self.assertIn('multi-user.target', unit['Unit']['Before'])
         self.assertEqual('multi-user.target', unit['Install']['WantedBy'])
 
     def test_cloud_init_installs_the_same_unit(self):
-        config = yaml.safe_load(self.read(
-            'etc', 'nova-gpu-p2p-guest', 'cloud-init.yaml'))
+        config = yaml.safe_load(self.read('etc', 'cloud-init.yaml'))
         self.assertEqual(
-            [self.read('etc', 'nova-gpu-p2p-guest',
-                       'nova-gpu-p2p-guest.service')],
+            [self.read('etc', 'nova-gpu-p2p-guest.service')],
             [f['content'] for f in config['write_files']
              if f['path'] == '/etc/systemd/system/'
                              'nova-gpu-p2p-guest.service'])
@@ -223,8 +213,8 @@ class TestShippedFiles(testtools.TestCase):
         # The package is not on PyPI: the operator's wheel, and the
         # header says where to put its URL.
         self.assertEqual('WHEEL_URL', install[-1])
-        self.assertIn('Replace WHEEL_URL', self.read(
-            'etc', 'nova-gpu-p2p-guest', 'cloud-init.yaml'))
+        self.assertIn('Replace WHEEL_URL', self.read('etc',
+                                                     'cloud-init.yaml'))
         self.assertEqual(['systemctl', 'enable', '--now',
                           'nova-gpu-p2p-guest.service'], config['runcmd'][-1])
 
@@ -232,8 +222,10 @@ class TestShippedFiles(testtools.TestCase):
         options = set(cli.build_parser()._option_string_actions)
         found = []
         for name in ('cli.rst', 'tenant-guide.rst', 'install.rst'):
-            for number, line in enumerate(self.read(
-                    'doc', 'source', name).splitlines(), 1):
+            with open(os.path.join(tests.ROOT, 'doc', 'source', name),
+                      encoding='utf-8') as f:
+                text = f.read()
+            for number, line in enumerate(text.splitlines(), 1):
                 if 'nova-gpu-p2p-guest ' not in line:
                     continue
                 rest = line.split('nova-gpu-p2p-guest ', 1)[1]
@@ -250,3 +242,4 @@ class TestContract(testtools.TestCase):
         self.assertEqual(td.ENTRY_NAME, fw_cfg.ENTRY_NAME)
         self.assertEqual(td.FORMAT_VERSION,
                          agent_description.FORMAT_VERSION)
+        self.assertEqual(td.MAX_ENTRY_SIZE, fw_cfg.MAX_ENTRY_SIZE)

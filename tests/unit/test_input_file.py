@@ -26,11 +26,11 @@ import testtools
 
 from nova_gpu_p2p.checks import fabric as fabric_checks
 from nova_gpu_p2p.fabric import module_ids
-from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import static
 from nova_gpu_p2p.topology import sysfs
+from nova_gpu_p2p_guest import input_file
 from tests.fixtures import deadline
 
 ZERO = '/dev/zero'

@@ -27,14 +27,14 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from nova_gpu_p2p.guest_agent import atomic_file
-from nova_gpu_p2p.guest_agent import description
-from nova_gpu_p2p.guest_agent import errors
-from nova_gpu_p2p.guest_agent import fw_cfg
-from nova_gpu_p2p.guest_agent import guest_sysfs
-from nova_gpu_p2p.guest_agent import nccl_env
-from nova_gpu_p2p.guest_agent import nccl_tree
-from nova_gpu_p2p.guest_agent import nccl_xml
+from nova_gpu_p2p_guest import atomic_file
+from nova_gpu_p2p_guest import description
+from nova_gpu_p2p_guest import errors
+from nova_gpu_p2p_guest import fw_cfg
+from nova_gpu_p2p_guest import guest_sysfs
+from nova_gpu_p2p_guest import nccl_env
+from nova_gpu_p2p_guest import nccl_tree
+from nova_gpu_p2p_guest import nccl_xml
 
 DEFAULT_OUTPUT = '/var/run/nvidia-topologyd/virtualTopology.xml'
 NO_TOPOLOGY = 'no GPU P2P topology for this instance'

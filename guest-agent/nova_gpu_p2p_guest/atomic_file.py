@@ -18,7 +18,8 @@ NCCL reads the topology file whenever a job starts: a boot that stops
 half-way, or a full disk, must leave the old file or none, never half of
 one. The agent runs as root in a tenant's VM, so no other user may steer
 what it writes or where. ``nova-gpu-p2p capture`` writes through the same
-code; it lives here because the agent's package must stand alone.
+code: it lives here because the agent's distribution must stand alone, and
+the driver's distribution requires this one.
 """
 
 from __future__ import annotations

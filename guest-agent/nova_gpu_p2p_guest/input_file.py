@@ -12,15 +12,19 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Reading a file the product is given, so that no file can hang it.
+"""The one rule for every file the product reads, so that none can hang it.
 
-Every file read from configuration, a capture or sysfs follows one rule:
-a regular file only, opened without blocking so that a FIFO in its place
-is refused rather than waited on (and a device such as ``/dev/zero``
-refused rather than read forever); and at most a bound of bytes, counted
-as read, since sysfs attributes report ``st_size`` 4096 or 0 whatever
-they hold.
+Every file read from configuration, a capture, sysfs, procfs or fw_cfg,
+by the driver or by the agent, follows it: a regular file only, opened
+without blocking so that a FIFO in its place is refused rather than waited
+on (and a device such as ``/dev/zero`` refused rather than read forever);
+and at most a bound of bytes, counted as read, since sysfs attributes
+report ``st_size`` 4096 or 0 whatever they hold. It lives in the agent's
+distribution, which must stand alone, and the driver's requires it, like
+:mod:`.atomic_file`.
 """
+
+from __future__ import annotations
 
 import errno
 import os
@@ -33,23 +37,28 @@ MAX_DOCUMENT = 16 * 1024 * 1024
 MAX_ATTRIBUTE = 64 * 1024
 
 
+class Refused(OSError):
+    """The file breaks the rule: not a regular file, or over its bound."""
+
+
 def read_head(path: str, size: int) -> bytes:
     """At most ``size`` bytes from the start of the regular file ``path``.
 
-    :raises OSError: it cannot be opened, or is not a regular file.
+    :raises Refused: it is not a regular file.
+    :raises OSError: it cannot be opened.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, 'rb') as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, 'not a regular file', path)
+            raise Refused(errno.EINVAL, 'not a regular file', path)
         return handle.read(size)
 
 
 def read_bytes(path: str, limit: int = MAX_DOCUMENT) -> bytes:
-    """The whole regular file; OSError where it holds over ``limit``."""
+    """The whole regular file; :class:`Refused` where it holds more."""
     data = read_head(path, limit + 1)
     if len(data) > limit:
-        raise OSError(errno.EFBIG, 'more than %d bytes' % limit, path)
+        raise Refused(errno.EFBIG, 'more than %d bytes' % limit, path)
     return data
 
 

@@ -29,8 +29,8 @@ import binascii
 import json
 import re
 
-from nova_gpu_p2p.guest_agent import errors
-from nova_gpu_p2p.guest_agent import nccl
+from nova_gpu_p2p_guest import errors
+from nova_gpu_p2p_guest import nccl
 
 FORMAT_VERSION = 1
 ROLES = ('gpu', 'nic', 'other')

@@ -27,9 +27,13 @@ import subprocess
 import time
 from typing import Callable, Optional
 
-from nova_gpu_p2p.guest_agent import errors
+from nova_gpu_p2p_guest import errors
+from nova_gpu_p2p_guest import input_file
 
 ENTRY_NAME = 'opt/org.openstack.nova-gpu-p2p/topology'
+#: The most the driver writes into the entry (its
+#: ``topology_description.MAX_ENTRY_SIZE``): a longer entry is refused.
+MAX_ENTRY_SIZE = 32 * 1024
 
 
 def fw_cfg_dir(sysfs_root: str) -> str:
@@ -77,7 +81,12 @@ def load_module(directory: str) -> None:
 
 def read_entry(sysfs_root: str, fw_cfg: Optional[str],
                load: Callable[[str], None] = load_module) -> Optional[bytes]:
-    """The entry's bytes, or None where the instance has none."""
+    """The entry's bytes, or None where the instance has none.
+
+    A regular file of at most :data:`MAX_ENTRY_SIZE` bytes: a FIFO or a
+    device given as ``--fw-cfg`` (or found in its place) is refused, not
+    waited on or read forever.
+    """
     if fw_cfg is not None:
         path = fw_cfg
     else:
@@ -87,8 +96,7 @@ def read_entry(sysfs_root: str, fw_cfg: Optional[str],
             load(directory)
         path = entry_path(sysfs_root)
     try:
-        with open(path, 'rb') as f:
-            return f.read()
+        return input_file.read_bytes(path, MAX_ENTRY_SIZE)
     except (FileNotFoundError, NotADirectoryError):
         if fw_cfg is not None:
             raise errors.Problem('cannot read %s: no such file' % fw_cfg)

@@ -12,11 +12,6 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``python3 -m nova_gpu_p2p.guest_agent``: what the guest's unit runs."""
+import setuptools
 
-import sys
-
-from nova_gpu_p2p.guest_agent import cli
-
-if __name__ == '__main__':
-    sys.exit(cli.main())
+setuptools.setup(pbr=True)

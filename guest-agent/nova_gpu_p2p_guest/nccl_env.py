@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from nova_gpu_p2p.guest_agent import nccl
+from nova_gpu_p2p_guest import nccl
 
 
 def _plain_class(devices: list, i: int, j: int) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from nova_gpu_p2p.guest_agent import nccl
+from nova_gpu_p2p_guest import nccl
 
 Key = Tuple
 DEVICE, SWITCH = 'device', 'switch'

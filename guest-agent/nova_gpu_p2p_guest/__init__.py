@@ -14,7 +14,7 @@
 
 """``nova-gpu-p2p-guest``: NCCL inside the guest sees the host's topology.
 
-Runs in the guest (``python3 -m nova_gpu_p2p.guest_agent``, or the
+Runs in the guest (``python3 -m nova_gpu_p2p_guest``, or the
 ``nova-gpu-p2p-guest`` script). It reads the topology description the
 driver passes through QEMU fw_cfg (format version 1,
 ``doc/source/guest-topology.rst``), finds each described GPU and NIC in
@@ -22,16 +22,20 @@ the guest's sysfs, and writes the NCCL XML topology that NCCL loads before
 it looks at the guest's PCI tree
 (``/var/run/nvidia-topologyd/virtualTopology.xml``, or ``NCCL_TOPO_FILE``).
 
-Standard library only, Python 3.8 or later, and nothing of nova_gpu_p2p
-outside this package: ``pip install --no-deps`` of the package's wheel
-must be enough in a guest image, which has neither Nova nor oslo. So the
-few helpers it shares in spirit with the rest of the package (the PCI
-address check, reading sysfs files) are its own copies, on purpose.
+Its own distribution, ``nova-gpu-p2p-guest`` (``guest-agent/`` of the
+nova-gpu-p2p repository): standard library only, Python 3.8 or later, so
+that its wheel alone is enough in a guest image, which has neither Nova
+nor oslo. It imports nothing of the driver; the driver imports its file
+rules (:mod:`.input_file`, :mod:`.atomic_file`), never the other way
+round. The few helpers it
+shares in spirit with the driver (the PCI address check) are its own
+copies, on purpose.
 
 One module per step: :mod:`.fw_cfg` reads the entry, :mod:`.description`
 checks it, :mod:`.guest_sysfs` finds the devices and the CPUs,
 :mod:`.nccl` says what NCCL does with the file, :mod:`.nccl_tree` builds
 the tree NCCL is to see, :mod:`.nccl_xml` writes it as NCCL's XML,
 :mod:`.nccl_env` gives the ``--env`` lines, :mod:`.atomic_file` writes
-the file, :mod:`.cli` is the command line.
+the file, :mod:`.cli` is the command line; every file is read by
+:mod:`.input_file`'s rule.
 """

@@ -26,20 +26,34 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
-from nova_gpu_p2p.guest_agent import description
-from nova_gpu_p2p.guest_agent import errors
-from nova_gpu_p2p.guest_agent import nccl
+from nova_gpu_p2p_guest import description
+from nova_gpu_p2p_guest import errors
+from nova_gpu_p2p_guest import input_file
+from nova_gpu_p2p_guest import nccl
 
 _BDF = re.compile(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z')
 _CPUMAP = re.compile(r'[0-9a-f]+(,[0-9a-f]+)*\Z')
+#: Enough of /proc/cpuinfo for its first processor, which is all it reads.
+CPUINFO_HEAD = 64 * 1024
 
 
-def _read(path: str) -> Optional[str]:
+def _read(path: str, size: Optional[int] = None) -> Optional[str]:
+    """The stripped text of a sysfs attribute (``size``: of its head).
+
+    None where it cannot be read, as where the guest has no such
+    attribute; a file that breaks :mod:`.input_file`'s rule (a FIFO, a
+    device, over a page) stops the agent, naming it.
+    """
     try:
-        with open(path, encoding='ascii', errors='replace') as f:
-            return f.read().strip()
+        if size is None:
+            data = input_file.read_bytes(path, input_file.MAX_ATTRIBUTE)
+        else:
+            data = input_file.read_head(path, size)
+    except input_file.Refused as exc:
+        raise errors.Problem('cannot read %s: %s' % (path, exc.strerror))
     except OSError:
         return None
+    return data.decode('ascii', 'replace').strip()
 
 
 class Found:
@@ -104,7 +118,7 @@ def cpu_type(proc_root: str) -> List[Tuple[str, str]]:
     adds the two: the same number for the families NCCL looks at (Intel 6,
     Zhaoxin 7), converted here all the same.
     """
-    text = _read(os.path.join(proc_root, 'cpuinfo')) or ''
+    text = _read(os.path.join(proc_root, 'cpuinfo'), CPUINFO_HEAD) or ''
     fields = {}
     for line in text.split('\n\n')[0].splitlines():
         key, _, value = line.partition(':')

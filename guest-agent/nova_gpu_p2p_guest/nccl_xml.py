@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from nova_gpu_p2p.guest_agent import errors
-from nova_gpu_p2p.guest_agent import guest_sysfs
-from nova_gpu_p2p.guest_agent import nccl
-from nova_gpu_p2p.guest_agent import nccl_tree
+from nova_gpu_p2p_guest import errors
+from nova_gpu_p2p_guest import guest_sysfs
+from nova_gpu_p2p_guest import nccl
+from nova_gpu_p2p_guest import nccl_tree
 
 #: Synthetic switch bus IDs are in PCI domain ffff. A QEMU q35 guest has
 #: one PCI segment, 0000, expander buses included, so no bus ID that NCCL
