@@ -1,10 +1,22 @@
 """nova-gpu-p2p's tests: unit, functional (in-process Nova), e2e (real
-libvirt and QEMU) and the fixtures they share."""
+libvirt and QEMU) and the infrastructure they run on (``fixtures/``,
+``cloud/``), which ``lab/`` uses too; no module here but a test module
+(``test_*.py``) imports a test module."""
 
 import os
 
-# The simulated hosts' PCI ID database (harness.PCI_IDS) for every test.
-import harness  # noqa: F401
+from oslo_config import cfg
 
-#: The checkout the tests run from.
+from nova_gpu_p2p import conf
+
+#: The checkout the tests run from (worker processes put it on their
+#: path).
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The PCI ID database every simulated host is named from: lines of the
+#: real file, so that results depend neither on the machine's copy nor on
+#: whether it has one.
+PCI_IDS = os.path.join(ROOT, 'tests', 'fixtures', 'pci.ids')
+
+# Every [gpu_p2p] group registered in this process, nova-compute's in the
+# in-process clouds included, reads it unless a test names another.
+cfg.set_defaults(conf.OPTS, pci_ids_file=PCI_IDS)

@@ -23,7 +23,7 @@
 # the tests' stand-in for NVIDIA Fabric Manager's client library
 # (tests/fixtures/nvfm); the tests that load it fail without it. pci.ids
 # is the PCI ID database the driver names GPUs from: the tests use lines cut
-# from it (harness/pci.ids) and check them against the real file.
+# from it (tests/fixtures/pci.ids) and check them against the real file.
 set -euo pipefail
 
 readonly PACKAGES=(libvirt-clients libxml2-utils shellcheck gcc libc6-dev pci.ids)

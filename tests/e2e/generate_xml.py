@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.e2e import stack
+from tests.fixtures import stack
 
 TEST_PATH = './tests/functional'
 TEST_FILTER = 'test_xml_schema'

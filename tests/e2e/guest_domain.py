@@ -77,11 +77,11 @@ class Captured:
 def _capture_in_process() -> Captured:
     """Boot the server on Nova's in-process cloud; its XML and facts."""
     # Nothing of Nova is imported before the output is redirected.
-    from harness import cloud_runner
+    from tests.fixtures import output
 
     found: list[Captured] = []
-    with cloud_runner.quiet() as log:
-        from harness import nova_cloud as base
+    with output.quiet() as log:
+        from tests.cloud import nova_cloud as base
         from tests.fixtures import hosts
 
         class Cloud(base.GPUHostsTestBase):

@@ -47,14 +47,14 @@ from oslo_config import cfg
 import testtools
 from testtools import content
 
-from harness import corpus_xml
-from harness import decision_quality
+from lab import decision_quality
 from nova_gpu_p2p import conf as gpu_p2p_conf
 from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p.topology import sysfs
-from tests.e2e import qemu_argv
-from tests.e2e import stack
+from tests.cloud import corpus_xml
 from tests.fixtures import hosts
+from tests.fixtures import qemu_argv
+from tests.fixtures import stack
 from tests.fixtures import sysfs_builder
 
 LOG = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ def nccl_share(name: str, xml: bytes) -> decision_quality.Share | None:
 
     The guest's sysfs is the tree this XML gives it (as firmware numbers
     the buses below each expander), the agent reads the XML's fw_cfg
-    entry, and NCCL's rules (:mod:`harness.nccl_paths`) must
+    entry, and NCCL's rules (:mod:`lab.nccl_paths`) must
     give every GPU-GPU and GPU-NIC pair of placed devices its host class.
     A device ``preferred`` left on the root bus (its host node has no
     guest cell) is not described, and no topology file can put two

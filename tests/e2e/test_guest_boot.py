@@ -50,7 +50,7 @@ from lxml import etree
 import testtools
 from testtools import content
 
-from harness import nccl_paths
+from lab import nccl_paths
 from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p_guest import cli
 from tests.e2e import guest_domain
@@ -417,7 +417,7 @@ class GuestBootTest(testtools.TestCase):
         entry it read) is laid out as a sysfs tree, with each stand-in
         given the vendor and class of the device it stands for; the agent
         writes NCCL's topology from it, and NCCL's rules
-        (:mod:`harness.nccl_paths`) must then give every
+        (:mod:`lab.nccl_paths`) must then give every
         GPU-GPU and GPU-NIC pair its host class.
         """
         description = topology_description.decode(boot.report.fw_cfg)

@@ -22,8 +22,8 @@ build that reaches it is refused there, naming the reason, and
 rescheduled.
 """
 
-from harness import nova_cloud as base
 from nova_gpu_p2p import traits
+from tests.cloud import nova_cloud as base
 from tests.functional import test_guest_config as layout
 from tests.functional import test_placement_traits as placement_traits
 
@@ -54,7 +54,7 @@ class ConsumerGPUHostsTest(placement_traits._TraitsTestBase):
         self.assertEqual('geforce', server['OS-EXT-SRV-ATTR:host'])
         xml = self.domain_xml(server)
         self.assertEqual(sorted(GEFORCE_GPUS),
-                         sorted(layout.hostdevs(xml)))
+                         sorted(base.hostdevs(xml)))
         self.assertEqual({}, layout.gpu_cliques(xml))
         self.assertEqual({}, layout.clique_ids(xml))
         self.assertRegex(self.stdlog.logger.output,

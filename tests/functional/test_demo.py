@@ -19,20 +19,21 @@ import importlib.util
 import io
 import os
 import re
+import tempfile
 
 import fixtures
 from lxml import etree
 from oslo_utils import importutils
 
-from harness import demo_cloud
+from lab import demo_cloud
 from nova_gpu_p2p import driver
 import tests
 
-DEMO = os.path.join(tests.ROOT, 'tools', 'demo.py')
+DEMO = os.path.join(tests.ROOT, 'lab', 'demo.py')
 
 
 def load_demo():
-    """tools/demo.py, which is a script, not a module of the package."""
+    """lab/demo.py, which is a script, not a module of the package."""
     spec = importlib.util.spec_from_file_location('demo', DEMO)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -85,3 +86,37 @@ class DemoReportTest(demo_cloud.HGXCloud):
         summary, _, printed = text.partition('== Domain XML Nova defined\n')
         self.assertNotIn('<domain', summary)
         self.assertEqual(written, printed)
+
+    def test_each_run_writes_the_xml_to_a_new_file_it_names(self):
+        demo = load_demo()
+        self.useFixture(fixtures.MockPatchObject(
+            demo.cloud_runner, 'run', return_value=[self.found()]))
+        temp = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.MockPatchObject(tempfile, 'tempdir', temp))
+        paths = []
+        for _ in range(2):
+            output = io.StringIO()
+            with contextlib.redirect_stdout(output):
+                self.assertEqual(0, demo.main([]))
+            (path,) = re.findall(r'^  \d+ lines written to (\S+)$',
+                                 output.getvalue(), re.M)
+            folder, name = os.path.split(path)
+            self.assertEqual('domain.xml', name)
+            self.assertEqual(temp, os.path.dirname(folder))
+            self.assertTrue(os.path.basename(folder).startswith(
+                'nova-gpu-p2p-demo-'), folder)
+            self.assertEqual(self.server['id'],
+                             etree.parse(path).findtext('uuid'))
+            paths.append(path)
+        self.assertNotEqual(paths[0], paths[1])
+
+        # --xml names the file, and nothing is made in the temporary
+        # directory.
+        path = os.path.join(temp, 'named.xml')
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(0, demo.main(['--xml', path]))
+        self.assertEqual(self.server['id'],
+                         etree.parse(path).findtext('uuid'))
+        self.assertEqual(
+            {os.path.basename(os.path.dirname(p)) for p in paths}
+            | {'named.xml'}, set(os.listdir(temp)))

@@ -17,9 +17,9 @@
 import fixtures
 from lxml import etree
 
-from harness import nova_cloud as base
 from nova_gpu_p2p import driver
 from nova_gpu_p2p.topology import sysfs
+from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
 

@@ -29,27 +29,27 @@ import fixtures
 from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
 
-from harness import fake_fabric
-from harness import nova_cloud as base
-from harness import placement_scale
+from lab import placement_scale
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p import outage
+from tests.cloud import fake_fabric
+from tests.cloud import nova_cloud as base
+from tests.cloud import scheduling
 from tests.fixtures import fake_fm
-from tests.functional import test_clique_scheduling as clique_tests
 from tests.functional import test_guest_config as layout
-from tests.functional import test_partition_scheduling as partition_tests
 
 CONF = nova_conf.CONF
-PARTITIONS = partition_tests.PARTITIONS
+PARTITIONS = scheduling.PARTITIONS
 PARTITIONS_BY_ID = {p.id: p for p in PARTITIONS}
 LOST = 'keeps running without what its flavor requires'
 
 
-class _FabricBase(clique_tests._CliqueSchedulingBase):
+class _FabricBase(scheduling.CliqueSchedulingBase):
     """One HGX compute with its own stand-in Fabric Manager."""
 
     #: As doc/source/scheduling-scale.rst recommends, with its cap.
     OURS_FIRST = True
+    PARTITIONED = True
 
     def setUp(self):
         super().setUp()
@@ -57,9 +57,6 @@ class _FabricBase(clique_tests._CliqueSchedulingBase):
             self.flags(report_in_placement=False, group='pci')
         # As doc/source/scheduling-scale.rst recommends, for one host.
         self.cap_placement(placement_scale.PER_HOST)
-        self.useFixture(fixtures.MockPatch(
-            'tests.functional.test_clique_scheduling.device_spec_values',
-            partition_tests.device_spec_values))
         self.fm = fake_fabric.fabric_manager(self)
         with open(CONF.gpu_p2p.module_id_file, 'w') as f:
             # What NVML recorded while the GPUs were on nvidia.
@@ -76,7 +73,7 @@ class _FabricBase(clique_tests._CliqueSchedulingBase):
         self.useFixture(fixtures.MockPatchObject(
             fakelibvirt.Domain, 'createWithFlags', create))
         self.topology = self.start_gpu_compute('host1',
-                                               partition_tests.HGX_HOST)
+                                               scheduling.HGX_HOST)
 
     def partition(self, server: dict) -> int:
         """The partition that is exactly the server's GPUs."""

@@ -19,9 +19,9 @@ from unittest import mock
 from nova.api.validation.extra_specs import validators
 from nova.tests.functional.api import client
 
-from harness import nova_cloud as base
 from nova_gpu_p2p import extra_spec_validators
 from nova_gpu_p2p import extra_specs
+from tests.cloud import nova_cloud as base
 
 MODE_ALLOWED = extra_spec_validators.MAXPHYSADDR_MODE_ALLOWED
 BITS_ALLOWED = extra_spec_validators.MAXPHYSADDR_BITS_ALLOWED

@@ -26,9 +26,9 @@ import re
 from lxml import etree
 from nova.virt import hardware
 
-from harness import nova_cloud as base
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p.guest import topology_description
+from tests.cloud import nova_cloud as base
 
 NS = {'qemu': libvirt_config.QEMU_NS, 'gpu_p2p': libvirt_config.GPU_P2P_NS}
 CLIQUE_KEY = 'hw:gpu_p2p_clique'
@@ -46,19 +46,6 @@ EIGHT_GPU_HOST = 'pcie-8gpu-4switch-2socket'
 def _int(value: str) -> int:
     """A libvirt number attribute, hex (``0x02``) or decimal."""
     return int(value, 0)
-
-
-def _source_address(hostdev: etree._Element) -> str:
-    source = hostdev.find('./source/address')
-    return '%04x:%02x:%02x.%x' % tuple(
-        _int(source.get(name))
-        for name in ('domain', 'bus', 'slot', 'function'))
-
-
-def hostdevs(xml: etree._Element) -> dict[str, etree._Element]:
-    """PCI hostdevs by host address."""
-    return {_source_address(dev): dev
-            for dev in xml.findall('./devices/hostdev[@type="pci"]')}
 
 
 def pci_controllers(xml: etree._Element) -> dict[int, etree._Element]:
@@ -91,7 +78,7 @@ def gpu_cliques(xml: etree._Element) -> dict[str, int]:
     """Clique ID by host GPU address, through each hostdev's alias."""
     ids = clique_ids(xml)
     result = {}
-    for address, dev in hostdevs(xml).items():
+    for address, dev in base.hostdevs(xml).items():
         alias = dev.find('./alias')
         if alias is not None and alias.get('name') in ids:
             result[address] = ids[alias.get('name')]
@@ -108,7 +95,7 @@ def guest_place(xml: etree._Element, address: str) -> tuple[int, int]:
     """(busNr of its expander, slot of its root port) of a host device."""
     controllers = pci_controllers(xml)
     port = controllers[_int(
-        hostdevs(xml)[address].find('./address').get('bus'))]
+        base.hostdevs(xml)[address].find('./address').get('bus'))]
     pxb = controllers[_int(port.find('./address').get('bus'))]
     return (int(pxb.find('./target').get('busNr')),
             _int(port.find('./address').get('slot')))
@@ -131,7 +118,7 @@ class LayoutAssertions:
                     address: str) -> etree._Element:
         """The pxb-pcie the device sits under, checking each hop."""
         controllers = pci_controllers(xml)
-        dev = hostdevs(xml)[address]
+        dev = base.hostdevs(xml)[address]
         guest = dev.find('./address[@type="pci"]')
         self.assertIsNotNone(guest, '%s has no guest address' % address)
         self.assertEqual(0, _int(guest.get('slot')))
@@ -208,7 +195,7 @@ class LayoutAssertions:
         pins = {int(pin.get('vcpu')): hardware.parse_cpu_spec(
             pin.get('cpuset')) for pin in xml.findall('./cputune/vcpupin')}
         checked = 0
-        for address in hostdevs(xml):
+        for address in base.hostdevs(xml):
             function = self.topologies[hostname].functions.get(address)
             if function is None or not function.is_nvidia_gpu:
                 continue
@@ -268,7 +255,7 @@ class LayoutAssertions:
     def assert_clique_devices(self, xml: etree._Element) -> None:
         """Each overridden alias names a vfio NVIDIA hostdev, ua- alias."""
         aliases = {}
-        for dev in hostdevs(xml).values():
+        for dev in base.hostdevs(xml).values():
             alias = dev.find('./alias')
             if alias is not None:
                 aliases[alias.get('name')] = dev
@@ -286,7 +273,7 @@ class LayoutAssertions:
         """
         hostname = server['OS-EXT-SRV-ATTR:host']
         xml = self.domain_xml(server)
-        devices = hostdevs(xml)
+        devices = base.hostdevs(xml)
         self.assertEqual(gpus, len([
             a for a in devices if a in NODE0_GPUS + NODE1_GPUS]))
         self.assert_devices_on_their_cells(xml, hostname, devices)
@@ -315,9 +302,9 @@ class GuestConfigTest(LayoutAssertions, base.GPUHostsTestBase):
         self.assert_auto_cliques(xml, NODE0_GPUS + NODE1_GPUS)
         self.assertEqual({0, 1, 2, 3}, set(gpu_cliques(xml).values()))
         # No clique property on the NIC (QEMU refuses it there).
-        nic = [a for a in hostdevs(xml) if a in NICS]
+        nic = [a for a in base.hostdevs(xml) if a in NICS]
         self.assertEqual(1, len(nic))
-        self.assertIsNone(hostdevs(xml)[nic[0]].find('./alias'))
+        self.assertIsNone(base.hostdevs(xml)[nic[0]].find('./alias'))
 
         # Two expanders, one per root complex; Nova put guest cell 0 on
         # host node 0 and cell 1 on node 1 here.
@@ -447,7 +434,7 @@ class GuestConfigTest(LayoutAssertions, base.GPUHostsTestBase):
             (node,) = guest_cell_of_host_node(xml)
             nodes.add(node)
             gpus = NODE0_GPUS if node == 0 else NODE1_GPUS
-            self.assertEqual(set(gpus), set(hostdevs(xml)))
+            self.assertEqual(set(gpus), set(base.hostdevs(xml)))
             (pxb,) = expander_buses(xml).values()
             self.assertEqual('0', pxb.find('./target/node').text)
             self.assert_auto_cliques(xml, gpus)
@@ -457,7 +444,7 @@ class GuestConfigTest(LayoutAssertions, base.GPUHostsTestBase):
         """Without our keys the domain is exactly Nova's."""
         flavor = self.gpu_flavor(8, numa_nodes=2, nics=1)
         xml = self.domain_xml(self.boot(flavor))
-        self.assertEqual(9, len(hostdevs(xml)))
+        self.assertEqual(9, len(base.hostdevs(xml)))
         self.assert_no_additions(xml)
 
 

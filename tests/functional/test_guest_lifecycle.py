@@ -26,7 +26,7 @@ from unittest import mock
 from lxml import etree
 from nova.tests import fixtures as nova_fixtures
 
-from harness import nova_cloud as base
+from tests.cloud import nova_cloud as base
 from tests.functional import test_guest_config as layout
 
 P2P_SPECS = {layout.CLIQUE_KEY: 'auto', layout.AFFINITY_KEY: 'required'}
@@ -118,7 +118,7 @@ class GuestLifecycleTest(_WeighedHostsBase):
         xml = self.assert_full_layout(server, gpus=4)
         (node,) = layout.guest_cell_of_host_node(xml)
         gpus = layout.NODE0_GPUS if node == 0 else layout.NODE1_GPUS
-        self.assertEqual(set(gpus), set(layout.hostdevs(xml)))
+        self.assertEqual(set(gpus), set(base.hostdevs(xml)))
         self.assert_auto_cliques(xml, gpus)
         self.assertEqual(1, len(layout.expander_buses(xml)))
         self.assertEqual([], xml.findall('./cpu/numa/cell/distances'))
@@ -130,7 +130,7 @@ class GuestLifecycleTest(_WeighedHostsBase):
         self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
         server = self._confirm_resize(server)
         xml = self.domain_xml(server)
-        self.assertEqual(8, len(layout.hostdevs(xml)))
+        self.assertEqual(8, len(base.hostdevs(xml)))
         self.assert_no_additions(xml)
 
     def test_resize_revert_restores_the_layout(self):

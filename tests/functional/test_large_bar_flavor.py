@@ -28,8 +28,8 @@ from nova.objects import fields
 from nova.tests.fixtures import libvirt_data
 from nova.tests.functional.api import client
 
-from harness import nova_cloud as base
 from nova_gpu_p2p import extra_spec_validators
+from tests.cloud import nova_cloud as base
 
 #: Eight A100-PCIE (128 GiB BAR1 each) on two NUMA nodes.
 CORPUS_HOST = 'pcie-8gpu-4switch-2socket'

@@ -21,22 +21,14 @@ partitions of the stand-in's H100 board, by module ID
 sysfs at ``p2p_level = SYS``, one clique of eight, so it takes any GPUs it
 is given: only the scheduler's partition rule keeps a server on one
 partition. Candidates come in PCI address order
-(:mod:`tests.functional.test_clique_scheduling`), where Nova's first pair,
+(:mod:`tests.cloud.scheduling`), where Nova's first pair,
 ``0000:03:00.0`` and ``0000:04:00.0`` (modules 2 and 3), is no partition.
 """
 
-import fixtures
-
-from harness import placement_scale
-from nova_gpu_p2p import device_spec
-from nova_gpu_p2p.fabric import partitions
-from tests.fixtures import fake_fm
+from lab import placement_scale
+from nova_gpu_p2p import extra_specs
+from tests.cloud import scheduling
 from tests.fixtures import hosts
-from tests.functional import test_clique_scheduling as clique_tests
-
-HGX_HOST = 'hgx-8gpu-nvswitch-2numa'
-PARTITIONS, _ = partitions.to_addresses(fake_fm.H100_PARTITIONS.items(),
-                                        hosts.HGX_MODULES)
 
 
 def gpus_of(*modules: int) -> tuple[str, ...]:
@@ -44,26 +36,15 @@ def gpus_of(*modules: int) -> tuple[str, ...]:
     return tuple(sorted(hosts.HGX_MODULES[m] for m in modules))
 
 
-def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
-    """Each GPU's entry with its clique and partitions."""
-    sizes = device_spec.partition_sizes(PARTITIONS)
-    return [device_spec.entry(address, clique_id,
-                              sizes.get(address, {})).partition(' = ')[2]
-            for address, clique_id in sorted(clique_ids.items())
-            if clique_id is not None]
-
-
-class _PartitionSchedulingBase(clique_tests._CliqueSchedulingBase):
+class _PartitionSchedulingBase(scheduling.CliqueSchedulingBase):
     """One HGX compute, GPUs in placement, our filter and weigher."""
+
+    PARTITIONED = True
 
     def setUp(self):
         super().setUp()
-        # Read when the compute starts and on each of its updates.
-        self.useFixture(fixtures.MockPatch(
-            'tests.functional.test_clique_scheduling.device_spec_values',
-            device_spec_values))
         self.flags(p2p_level='SYS', group='gpu_p2p')
-        self.start_gpu_compute('host1', HGX_HOST,
+        self.start_gpu_compute('host1', scheduling.HGX_HOST,
                                gpu_p2p_options={'p2p_level': 'SYS'})
 
     def boot_pairs_then_four(self) -> None:
@@ -101,7 +82,7 @@ class PartitionsTest(_PartitionSchedulingBase):
         # judge one by one.
         self.cap_placement(placement_scale.PER_HOST)
         board = self.gpu_flavor(8, numa_nodes=2, vcpus=2, extra_specs={
-            clique_tests.layout.CLIQUE_KEY: 'required'})
+            extra_specs.CLIQUE_KEY: 'required'})
         self.assertEqual(gpus_of(*range(1, 9)),
                          self.gpus(self.boot_settled(board)))
         self.assert_not_rescheduled()

@@ -32,7 +32,7 @@ import re
 
 import testtools
 
-from harness import placement_scale
+from lab import placement_scale
 from nova_gpu_p2p import conf
 import tests
 

@@ -31,11 +31,11 @@ from nova import context as nova_context
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_utils import versionutils
 
-from harness import demo_cloud
-from harness import nova_cloud as base
+from lab import demo_cloud
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import traits
+from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
 from tests.functional import test_guest_config as layout
@@ -206,7 +206,7 @@ class StraddlingClaimRescheduleTest(_TraitsTestBase):
         for _ in range(2):
             server = self.boot(filler)
             self.assertEqual('pairs', server['OS-EXT-SRV-ATTR:host'])
-            taken |= set(layout.hostdevs(self.domain_xml(server)))
+            taken |= set(base.hostdevs(self.domain_xml(server)))
         # One pair on each socket: two free GPUs in each clique.
         self.assertEqual(2, len(taken & set(layout.NODE0_GPUS)))
         self.assertEqual(2, len(taken & set(layout.NODE1_GPUS)))

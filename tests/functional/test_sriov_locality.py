@@ -29,8 +29,8 @@ from lxml import etree
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
 
-from harness import nova_cloud as base
 from nova_gpu_p2p.topology import model
+from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder as b
 from tests.functional import test_guest_config as guest_config
@@ -75,7 +75,7 @@ NIC_GPUS = ('0000:03:00.0', '0000:04:00.0')
 OTHER_RC_GPUS = ('0000:43:00.0', '0000:44:00.0')
 PF = '0000:05:00.0'
 VF_ADDRESSES = tuple('0000:05:00.%d' % fn for fn in range(1, VFS + 1))
-#: The harness' own node devices, before the tests patch them.
+#: The in-process cloud's own node devices, before the tests patch them.
 _plain_pci_info = base.pci_info
 
 
@@ -177,7 +177,7 @@ class SRIOVLocalityTest(guest_config.LayoutAssertions,
         self.start_gpu_compute('host1', SRIOV_HOST_NAME)
         server = self.boot_with_port(flavor, port)
         xml = self.domain_xml(server)
-        devices = dict(guest_config.hostdevs(xml), **hostdev_interfaces(xml))
+        devices = dict(base.hostdevs(xml), **hostdev_interfaces(xml))
         nics = set(devices) - set(NIC_GPUS + OTHER_RC_GPUS)
         self.assertEqual(set(NIC_GPUS + OTHER_RC_GPUS), set(devices) - nics)
         self.assertEqual(1, len(nics), etree.tostring(xml).decode())

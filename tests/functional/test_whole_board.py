@@ -22,8 +22,8 @@ switch on the expander bus of its host root complex, with the GPUs there.
 
 import fixtures
 
-from harness import nova_cloud as base
 from nova_gpu_p2p import flavor_commands
+from tests.cloud import nova_cloud as base
 from tests.functional import test_guest_config as layout
 
 HGX = 'hgx-8gpu-nvswitch-2numa'
@@ -35,7 +35,7 @@ SWITCHES = ('0000:0d:00.0', '0000:0e:00.0', '0000:0f:00.0', '0000:10:00.0')
 
 
 def _with_switches(pci_info):
-    """The harness's node devices, and the host's NVSwitches among them."""
+    """The cloud's node devices, and the host's NVSwitches among them."""
 
     def info(topology):
         found = pci_info(topology)
@@ -60,13 +60,13 @@ class WholeBoardTest(layout.LayoutAssertions, base.GPUHostsTestBase):
     def setUp(self):
         super().setUp()
         self.useFixture(fixtures.MonkeyPatch(
-            'harness.nova_cloud.pci_info', _with_switches(base.pci_info)))
+            'tests.cloud.nova_cloud.pci_info', _with_switches(base.pci_info)))
         self.request = flavor_commands.FlavorRequest(
             gpus=8, alias=base.GPU_ALIAS, numa_nodes=2, whole_board=True)
         self.start_gpu_compute('host1', HGX)
 
     def _add_pci_aliases(self, topology):
-        """The harness's aliases, and the lines --whole-board prints."""
+        """The cloud's aliases, and the lines --whole-board prints."""
         super()._add_pci_aliases(topology)
         settings = flavor_commands.whole_board_settings(self.request)
         lines = dict(line.split(' = ', 1) for line in settings
@@ -82,7 +82,7 @@ class WholeBoardTest(layout.LayoutAssertions, base.GPUHostsTestBase):
                                      extra_spec=specs)
         server = self.boot(flavor)
         xml = self.domain_xml(server)
-        devs = layout.hostdevs(xml)
+        devs = base.hostdevs(xml)
         self.assertEqual(set(NODE0_GPUS + NODE1_GPUS + SWITCHES), set(devs))
         index = self.assert_devices_on_their_cells(xml, 'host1', devs)
         self.assert_controllers_sane(xml)

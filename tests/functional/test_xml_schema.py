@@ -33,9 +33,9 @@ import fixtures
 from lxml import etree
 from testtools import content
 
-from harness import corpus_xml
-from harness import nova_cloud as base
 from nova_gpu_p2p.topology import model
+from tests.cloud import corpus_xml
+from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 from tests.fixtures import qemu_override
 

@@ -22,8 +22,7 @@ import os
 import fixtures
 import testtools
 
-import harness
-from harness import decision_quality
+from lab import decision_quality
 from nova_gpu_p2p.checks import consumer_gpus as check
 from nova_gpu_p2p.checks import result
 from nova_gpu_p2p import extra_specs
@@ -35,11 +34,12 @@ from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import pci_ids
 from nova_gpu_p2p import traits
+import tests
 from tests.fixtures import hosts
 from tests.unit import test_cli
 from tests.unit import test_corpus
 
-#: Device IDs of the fixture's lines (harness/pci.ids).
+#: Device IDs of the fixture's lines (tests/fixtures/pci.ids).
 RTX4090, RTX3090, RTX3050, TITAN_RTX, TITAN_V, GTX_TITAN_LE = (
     0x2684, 0x2204, 0x2507, 0x1e02, 0x1d81, 0x1003)
 QUADRO_GEFORCE = 0x00fc
@@ -53,7 +53,7 @@ SYSTEM_FILE = '/usr/share/misc/pci.ids'
 
 
 def fixture_db() -> pci_ids.Database:
-    return pci_ids.read(harness.PCI_IDS)
+    return pci_ids.read(tests.PCI_IDS)
 
 
 def _host(*devices: int, nvlink: bool = False) -> model.HostTopology:
@@ -100,8 +100,8 @@ class TestDatabase(testtools.TestCase):
     def test_search_paths_in_order_and_none_found(self):
         self.useFixture(fixtures.MonkeyPatch(
             'nova_gpu_p2p.topology.pci_ids.SEARCH_PATHS',
-            ('/nonexistent/pci.ids', harness.PCI_IDS)))
-        self.assertEqual(harness.PCI_IDS, pci_ids.read().path)
+            ('/nonexistent/pci.ids', tests.PCI_IDS)))
+        self.assertEqual(tests.PCI_IDS, pci_ids.read().path)
         self.useFixture(fixtures.MonkeyPatch(
             'nova_gpu_p2p.topology.pci_ids.SEARCH_PATHS',
             ('/nonexistent/a', '/nonexistent/b')))
@@ -127,10 +127,10 @@ class TestDatabase(testtools.TestCase):
     def test_size_bound(self):
         self.useFixture(fixtures.MonkeyPatch(
             'nova_gpu_p2p.topology.pci_ids.MAX_SIZE', 1024))
-        found = pci_ids.read(harness.PCI_IDS)
+        found = pci_ids.read(tests.PCI_IDS)
         self.assertEqual({}, found.names)
         self.assertEqual('cannot read the PCI ID database %s: more than '
-                         '1024 bytes' % harness.PCI_IDS, found.error)
+                         '1024 bytes' % tests.PCI_IDS, found.error)
 
     def test_bytes_that_are_not_utf8(self):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'ids')
@@ -190,8 +190,8 @@ class TestRule(testtools.TestCase):
             '%s), so whether it is a consumer GPU is unknown; install or '
             'update the database (see troubleshooting: Consumer GPUs) or '
             'set [gpu_p2p] allow_consumer_gpu_cliques = true'
-            % harness.PCI_IDS, kinds.barred[C])
-        self.assertEqual((harness.PCI_IDS, None, False),
+            % tests.PCI_IDS, kinds.barred[C])
+        self.assertEqual((tests.PCI_IDS, None, False),
                          (kinds.database, kinds.database_error,
                           kinds.allowed))
 
@@ -396,7 +396,7 @@ class TestCheckRow(testtools.TestCase):
     def test_professional_only(self):
         self.assertEqual([result.success(
             check.SUBJECT, 'none: every GPU is a professional or '
-            'data-center GPU (names from %s)' % harness.PCI_IDS)],
+            'data-center GPU (names from %s)' % tests.PCI_IDS)],
             check.check_consumer_gpus(self.kinds(H100, L40S)))
 
     def test_consumer_gpus_need_no_fix_but_say_why(self):

@@ -28,9 +28,9 @@ import fixtures
 from lxml import etree
 import testtools
 
-from harness.baselines import sidecar
-from harness.baselines import wrapper
-from harness import decision_quality as dq
+from lab.baselines import sidecar
+from lab.baselines import wrapper
+from lab import decision_quality as dq
 from nova_gpu_p2p.guest import topology_description
 from tests.fixtures import guest_sysfs
 from tests.fixtures import hosts
@@ -528,8 +528,8 @@ class TestScore(testtools.TestCase):
     """bench_cloud.score: libvirt's verdict first, then the metrics."""
 
     def test_refused_strategy_scores_zero_and_says_why(self):
-        from harness import bench_cloud
-        from harness import libvirt_check
+        from lab import bench_cloud
+        from lab import libvirt_check
 
         def check(xml):
             if 'pcie-expander-bus' in xml:
@@ -551,8 +551,8 @@ class TestScore(testtools.TestCase):
             'hits'])
 
     def test_without_libvirt_the_wrapper_is_not_scored(self):
-        from harness import bench_cloud
-        from harness import libvirt_check
+        from lab import bench_cloud
+        from lab import libvirt_check
 
         found = bench_cloud.score(
             {'stock': STOCK, 'wrapper': STOCK}, {'wrapper': {GPU_A: 0}},

@@ -12,7 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The benchmark's judge of NVLink on an HGX board (harness.fabric_quality).
+"""The benchmark's judge of NVLink on an HGX board (lab.fabric_quality).
 
 On the corpus' HGX host with the H100 board's partitions: module 1 is
 ``08:00.0``, 2 ``03:00.0``, 3 ``04:00.0``, 4 ``09:00.0`` (hosts.HGX_MODULES),
@@ -22,7 +22,7 @@ GPUs in PCI order (modules 2 and 3) are no partition.
 
 import testtools
 
-from harness import fabric_quality
+from lab import fabric_quality
 from nova_gpu_p2p.fabric import partitions
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts

@@ -34,7 +34,7 @@ from xml.etree import ElementTree
 import fixtures
 import testtools
 
-from harness import nccl_paths
+from lab import nccl_paths
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import plan
 from nova_gpu_p2p.guest import topology_description as td
@@ -97,7 +97,7 @@ def hand_made_description():
 def nccl_classes(description, addresses, sysfs_root, xml_text):
     """``{(busid, busid): class}`` NCCL gives GPU-GPU and GPU-NIC pairs.
 
-    NCCL's own rules (:mod:`harness.nccl_paths`), on the
+    NCCL's own rules (:mod:`lab.nccl_paths`), on the
     guest's sysfs with the agent's file loaded first.
     """
     roles = [d['role'] for d in description['devices']]

@@ -25,7 +25,7 @@ import os
 import fixtures
 import testtools
 
-from harness import nccl_paths
+from lab import nccl_paths
 from nova_gpu_p2p.topology import link_class as lc
 from tests.fixtures import hosts
 from tests.unit import test_corpus

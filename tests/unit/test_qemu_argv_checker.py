@@ -15,7 +15,7 @@
 """The e2e checker itself: each deliberately broken case is caught.
 
 A checker that passes everything would make the e2e tests green for any
-XML, so every assertion of :mod:`tests.e2e.qemu_argv` is
+XML, so every assertion of :mod:`tests.fixtures.qemu_argv` is
 shown failing here on a document or command line broken on purpose.
 The good pair below is the shape libvirt 9.0 printed for our XML.
 """
@@ -26,7 +26,7 @@ import shlex
 from lxml import etree
 import testtools
 
-from tests.e2e import qemu_argv
+from tests.fixtures import qemu_argv
 
 # Two host nodes: GPUs 03/04 (P2P under one switch) on node 0, root
 # complex pci0000:00, beside NIC 05, whose node firmware does not report

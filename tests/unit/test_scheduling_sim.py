@@ -20,7 +20,7 @@ hand, and its seeded sequence on the corpus cloud.
 
 import testtools
 
-from harness import scheduling_sim as sim
+from lab import scheduling_sim as sim
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p import traits
 from tests.fixtures import hosts as corpus

@@ -44,7 +44,7 @@ Reading rules, as the guest sees them:
   expander bus with busNr B is host bridge ``pci0000:BB`` on the node of
   its ``<node>``, buses below either numbered depth-first in slot order,
   from 1 and from B+1); with the guest agent, from the topology file the
-  agent writes too (:mod:`harness.nccl_paths`).
+  agent writes too (:mod:`lab.nccl_paths`).
 """
 
 from collections.abc import Callable
@@ -59,13 +59,13 @@ import tempfile
 
 from lxml import etree
 
-from harness import nccl_paths
-from harness import pci_xml
+from lab import nccl_paths
+from lab import pci_xml
 from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
-from tests.e2e import qemu_argv
 from tests.fixtures import hosts
+from tests.fixtures import qemu_argv
 from tests.fixtures import qemu_override
 
 #: P2P capable at the default ``[gpu_p2p] p2p_level`` (PXB), judged with

@@ -37,7 +37,7 @@ case's ``seed`` stands for the luck of a real cloud: it is placement's
 ``PYTHONHASHSEED`` and moves the providers' database IDs, the two things
 besides the settings that decide which candidates come first.
 :func:`filter_seconds` times what Nova's scheduler then spends on each
-candidate. ``python -m harness.placement_scale``
+candidate. ``python -m lab.placement_scale``
 prints the tables of ``doc/source/scheduling-scale.rst``.
 """
 
@@ -78,13 +78,13 @@ from placement.tests.functional.fixtures import placement as placement_fixture
 import requests
 import sqlalchemy
 
-import harness
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p import traits
+import tests
 
 #: What the GPUs are to Nova: vendor 10de, one product, whole devices.
 ALIAS = {'name': 'gpu', 'vendor_id': '10de', 'product_id': '2330',
@@ -828,7 +828,7 @@ def _query_key(case: Case) -> tuple:
 
 def _worker_env(seed: int) -> dict[str, str]:
     """The worker's environment: its hash seed, and this very checkout."""
-    checkout = harness.ROOT
+    checkout = tests.ROOT
     path = os.pathsep.join(
         filter(None, [checkout, os.environ.get('PYTHONPATH')]))
     return dict(os.environ, PYTHONHASHSEED=str(seed), PYTHONPATH=path)

@@ -37,7 +37,7 @@ import itertools
 
 from lxml import etree
 
-from harness import pci_xml
+from lab import pci_xml
 
 #: The highest bus number an expander bus's hierarchy may use.
 TOP_BUS = 254

@@ -14,7 +14,7 @@
 
 """The HGX host in Nova's cloud: GPUs given, partitions active (bench).
 
-For ``tools/bench.py``: which GPUs servers get on an HGX board, and which
+For ``lab/bench.py``: which GPUs servers get on an HGX board, and which
 Fabric Manager partitions are active for them.
 
 Not a test module (stestr collects ``test_*`` only). One compute on the
@@ -26,7 +26,7 @@ after the other (``hw:gpu_p2p_clique=required``), hands a record per
 sequence to :attr:`~FabricBenchCloud.sink`, and deletes the servers.
 
 ``OURS = True``: our filter and weigher, and the ``fabricmanager``
-backend over the stand-in Fabric Manager (:mod:`harness.fake_fabric`),
+backend over the stand-in Fabric Manager (:mod:`tests.cloud.fake_fabric`),
 whose active partitions the record gives as read after the boots; the
 driver activates them. ``OURS = False``: Nova as it is, without our filter
 and weigher; the compute reads the ``sysfs`` backend and never calls
@@ -37,12 +37,10 @@ from collections.abc import Callable
 import sys
 from unittest import mock
 
-import fixtures
-
-from harness import demo_cloud
-from harness import fake_fabric
-from tests.functional import test_clique_scheduling as clique_tests
-from tests.functional import test_partition_scheduling as partition_tests
+from lab import demo_cloud
+from nova_gpu_p2p import extra_specs
+from tests.cloud import fake_fabric
+from tests.cloud import scheduling
 
 #: GPU counts of the servers of each sequence, booted in this order; a
 #: server of up to four GPUs on one guest NUMA node with one CPU (the
@@ -54,7 +52,7 @@ BOARD_GPUS = 8
 HOSTNAME = 'hgx-1'
 
 
-class FabricBenchCloud(clique_tests._CliqueSchedulingBase):
+class FabricBenchCloud(scheduling.CliqueSchedulingBase):
     """One HGX compute; our scheduling and Fabric Manager, or Nova's."""
 
     #: Receives one dict per sequence; the tool running us sets it.
@@ -63,6 +61,9 @@ class FabricBenchCloud(clique_tests._CliqueSchedulingBase):
     OURS = True
     #: GPU counts of the servers of each sequence (:data:`SEQUENCES`).
     sequences = SEQUENCES
+    #: Each GPU's device_spec entry with its partitions, as ``topology
+    #: --device-spec`` prints it on this host.
+    PARTITIONED = True
 
     @property
     def STEERING(self) -> bool:
@@ -71,11 +72,6 @@ class FabricBenchCloud(clique_tests._CliqueSchedulingBase):
 
     def setUp(self) -> None:
         super().setUp()
-        # Each GPU's device_spec entry with its partitions, as
-        # ``topology --device-spec`` prints it on this host.
-        self.useFixture(fixtures.MockPatch(
-            'tests.functional.test_clique_scheduling.device_spec_values',
-            partition_tests.device_spec_values))
         self.flags(p2p_level='SYS', group='gpu_p2p')
         self.fm = None
         if self.OURS:
@@ -84,7 +80,7 @@ class FabricBenchCloud(clique_tests._CliqueSchedulingBase):
                                       {'pynvml': demo_cloud.FakeNvml()})
             patcher.start()
             self.addCleanup(patcher.stop)
-        self.start_gpu_compute(HOSTNAME, partition_tests.HGX_HOST,
+        self.start_gpu_compute(HOSTNAME, scheduling.HGX_HOST,
                                gpu_p2p_options={'p2p_level': 'SYS'})
 
     def _flavor(self, gpus: int) -> str:
@@ -100,7 +96,7 @@ class FabricBenchCloud(clique_tests._CliqueSchedulingBase):
             group='placement', max_allocation_candidates=20,
             allocation_candidates_generation_strategy='depth-first')
         return self.gpu_flavor(gpus, numa_nodes=2, vcpus=2, extra_specs={
-            clique_tests.layout.CLIQUE_KEY: 'required'})
+            extra_specs.CLIQUE_KEY: 'required'})
 
     def nvlink(self) -> None:
         """Each sequence on the empty board: GPUs given, partitions active."""

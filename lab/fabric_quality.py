@@ -54,7 +54,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 import itertools
 
-from harness import decision_quality
+from lab import decision_quality
 from nova_gpu_p2p.fabric import partitions as fabric_partitions
 from nova_gpu_p2p.topology import model
 

@@ -47,8 +47,8 @@ import time
 import fixtures
 from nova.tests.functional.api import client as api_client
 
-from harness import nova_cloud as base
 from nova_gpu_p2p import driver
+from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 
 CLIQUE_KEY = 'hw:gpu_p2p_clique'

@@ -16,12 +16,12 @@
 
 A cloud of identical GPU hosts, half of them running a server on two GPUs
 of their first clique. Placement's answer is modelled as
-:mod:`harness.placement_scale` measured it under the recommended settings
+:mod:`lab.placement_scale` measured it under the recommended settings
 (``breadth-first``, a cap of ``cap`` candidates shared equally by the
 hosts): each host's first ordered assignments of its free GPUs to Nova's
 request groups, in the order of its GPU providers as a Python set lists
 them (shuffled per host). Then, per request, the real filters on real
-scheduler HostStates (:func:`harness.placement_scale._scheduler_host`):
+scheduler HostStates (:func:`lab.placement_scale._scheduler_host`):
 
 * **stock**: Nova's ``PciPassthroughFilter`` and ``NUMATopologyFilter``
   over every candidate, timed per candidate on one host's sample and
@@ -30,7 +30,7 @@ scheduler HostStates (:func:`harness.placement_scale._scheduler_host`):
 * **ours**: ``GPUP2PCliqueFilter`` first over every host's candidates,
   then Nova's two over what it keeps, all timed.
 
-Placement's own time is :mod:`harness.placement_scale`'s.
+Placement's own time is :mod:`lab.placement_scale`'s.
 """
 
 import dataclasses
@@ -42,7 +42,7 @@ from oslo_config import fixture as config_fixture
 
 from nova_gpu_p2p import scheduler
 
-from harness import placement_scale as scale
+from lab import placement_scale as scale
 
 #: The recommended [scheduler] max_placement_results and placement cap.
 CAP = 10000

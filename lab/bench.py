@@ -57,15 +57,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 
 from oslo_config import cfg  # noqa: E402
 
-from harness import cloud_filters  # noqa: E402
-from harness import cloud_runner  # noqa: E402
+from lab import cloud_filters  # noqa: E402
+from lab import cloud_runner  # noqa: E402
 if '--child' not in sys.argv:
     # The in-process clouds need it; the privsep and stall children
     # measure reads and stalls without it.
     cloud_runner.patch_first()
-from harness import decision_quality  # noqa: E402
-from harness import fabric_quality  # noqa: E402
-from harness import scheduling_sim  # noqa: E402
+from lab import decision_quality  # noqa: E402
+from lab import fabric_quality  # noqa: E402
+from lab import scheduling_sim  # noqa: E402
 from nova_gpu_p2p import conf  # noqa: E402
 from nova_gpu_p2p import extra_specs  # noqa: E402
 from nova_gpu_p2p.fabric import partitions  # noqa: E402
@@ -144,7 +144,7 @@ def pci_ids_read_system() -> Callable[[], object]:
     This machine's database (the first of pci_ids.SEARCH_PATHS:
     /usr/share/misc/pci.ids with Debian's package pci.ids), read once per
     discovery to tell consumer GPUs; discovery[host] reads the tests' few
-    lines (harness/pci.ids) instead.
+    lines (tests/fixtures/pci.ids) instead.
     """
     return lambda: pci_ids.read()
 
@@ -214,14 +214,14 @@ def print_guest_xml(result: dict) -> None:
 DECISION_QUALITY = 'decision_quality'
 STRATEGY_NOTES = {
     'stock': 'Nova\'s LibvirtDriver, as without this project',
-    'wrapper': 'Nova\'s XML; the QEMU wrapper script (harness/baselines/'
+    'wrapper': 'Nova\'s XML; the QEMU wrapper script (lab/baselines/'
                'wrapper.py) rewrites the -device vfio-pci arguments of '
                'libvirt\'s QEMU command line with the map it ships: every '
                'GPU of the host in clique 0',
     'wrapper-best': 'the same script with an operator\'s correct static '
                     'map for the host (its P2P groups at PXB, from the '
                     'hand-written tests/fixtures/expected_cliques.py)',
-    'sidecar': 'Nova\'s XML + the KubeVirt sidecar recipe (harness/'
+    'sidecar': 'Nova\'s XML + the KubeVirt sidecar recipe (lab/'
                'baselines/sidecar.py, lxml): one pxb-pcie per host NUMA '
                'node, <node> = the host node number (it assumes guest node '
                'N is host node N), no cliques',
@@ -621,7 +621,7 @@ CLOUD_HOSTS = (10, 50, 100)
 def scheduling_at_cloud_size() -> dict:
     """Nova's candidate filters at 10, 50, 100 hosts: stock and ours.
 
-    harness/cloud_filters.py: the candidates placement returns under the
+    lab/cloud_filters.py: the candidates placement returns under the
     recommended settings, Nova's PciPassthroughFilter and
     NUMATopologyFilter over all of them (stock, per-candidate time x
     candidates) or over what GPUP2PCliqueFilter keeps with the default
@@ -637,7 +637,7 @@ def scheduling_at_cloud_size() -> dict:
 
 def print_scheduling_at_cloud_size(result: dict) -> None:
     print('\nScheduling at cloud size: Nova\'s candidate filters per '
-          'request (harness/cloud_filters.py; placement\'s cap shared '
+          'request (lab/cloud_filters.py; placement\'s cap shared '
           'breadth-first, half the hosts with two GPUs of clique 0 in use; '
           'shape/GPUs/flavor/hosts; stock = Nova\'s filters over every '
           'candidate; ours = GPUP2PCliqueFilter, candidates_per_host %d, '
@@ -663,11 +663,11 @@ SELECT_CLOUD = 'select_bench_cloud.SelectCloud'
 def select_destinations_at_cloud_size() -> dict:
     """Nova's whole select_destinations per request, 10 to 100 hosts.
 
-    harness/select_bench_cloud.py: an in-process cloud per shape and
+    lab/select_bench_cloud.py: an in-process cloud per shape and
     size, under the settings scheduling-scale.rst recommends.
     """
     # Nova's functional test code, only where an in-process cloud runs.
-    from harness import select_bench_cloud
+    from lab import select_bench_cloud
     return {'records': [
         record for hosts in CLOUD_HOSTS
         for shape in select_bench_cloud.SHAPES
@@ -677,7 +677,7 @@ def select_destinations_at_cloud_size() -> dict:
 
 def print_select_destinations_at_cloud_size(result: dict) -> None:
     print('\nScheduling at cloud size: Nova\'s select_destinations per '
-          'request (harness/select_bench_cloud.py; placement\'s cap 2 per '
+          'request (lab/select_bench_cloud.py; placement\'s cap 2 per '
           'host, breadth-first; GPUP2PCliqueFilter first; every other host '
           'running a required pair)')
     print('  %-20s %5s %4s %-8s %8s %11s %9s %10s %8s %6s %5s %4s' % (

@@ -12,7 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Corpus hosts in Nova's in-process cloud, for ``tools/bench.py``.
+"""Corpus hosts in Nova's in-process cloud, for ``lab/bench.py``.
 
 Not a test module (stestr collects ``test_*`` only). For one corpus host,
 :meth:`CorpusBenchCloud.decision_quality` boots an instance with all the
@@ -25,14 +25,14 @@ built six ways from the same spawn arguments
 ``stock``
     Nova's ``LibvirtDriver._get_guest_config``, as without this project.
 ``wrapper``
-    The QEMU wrapper script (:mod:`harness.baselines.wrapper`) with the
+    The QEMU wrapper script (:mod:`lab.baselines.wrapper`) with the
     map it ships: every GPU of the host in clique 0. Nova's XML; the
     script rewrites the QEMU command line libvirt makes of it.
 ``wrapper-best``
     The same script with an operator's correct static map for the host
     (:func:`tests.fixtures.expected_cliques.clique_map`).
 ``sidecar``
-    The KubeVirt sidecar recipe (:mod:`harness.baselines.sidecar`) on
+    The KubeVirt sidecar recipe (:mod:`lab.baselines.sidecar`) on
     Nova's XML: one ``pxb-pcie`` per host NUMA node, ``<node>`` = the host
     node number, devices on root ports below it, no cliques.
 ``ours``
@@ -43,7 +43,7 @@ built six ways from the same spawn arguments
     (:func:`decision_quality.nccl_with_agent`); only the
     ``nccl_host_class`` metric can differ from ``ours``.
 
-Every document goes through libvirt first (:mod:`harness.libvirt_check`):
+Every document goes through libvirt first (:mod:`lab.libvirt_check`):
 refused XML scores zero, and cliques are read from the QEMU command line
 libvirt makes (after the wrapper, for the wrapper). Without libvirtd the
 record says so and the scores are from the XML alone, unvalidated; the
@@ -60,14 +60,14 @@ import shlex
 
 from nova.virt.libvirt import driver as libvirt_driver
 
-from harness.baselines import sidecar
-from harness.baselines import wrapper
-from harness import corpus_xml
-from harness import decision_quality
-from harness import demo_cloud
-from harness import libvirt_check
-from harness import nova_cloud as base
+from lab.baselines import sidecar
+from lab.baselines import wrapper
+from lab import decision_quality
+from lab import demo_cloud
+from lab import libvirt_check
 from nova_gpu_p2p import driver as gpu_driver
+from tests.cloud import corpus_xml
+from tests.cloud import nova_cloud as base
 from tests.fixtures import expected_cliques
 
 #: ``ours`` with the guest agent: a row of its own, from ours' XML.

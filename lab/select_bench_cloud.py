@@ -15,7 +15,7 @@
 """Nova's whole ``select_destinations`` at cloud size, timed (bench).
 
 Not a test module (stestr collects ``test_*`` only). For
-``tools/bench.py``: an in-process cloud of :attr:`SelectCloud.hosts`
+``lab/bench.py``: an in-process cloud of :attr:`SelectCloud.hosts`
 computes of one :data:`SHAPES` shape, GPUs in placement, under the
 settings ``doc/source/scheduling-scale.rst`` recommends (placement's cap
 two candidates per host, breadth-first, optimized; Nova's limit the same;
@@ -46,8 +46,8 @@ from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p import traits
-from tests.functional import test_clique_scheduling as clique_tests
-from tests.functional import test_partition_scheduling as partition_tests
+from tests.cloud import nova_cloud
+from tests.cloud import scheduling
 
 #: GPUs a busy host's server has.
 BUSY_GPUS = 2
@@ -67,15 +67,15 @@ class Shape:
 
 
 SHAPES = {
-    'hgx-board': Shape(partition_tests.HGX_HOST, 'SYS'),
-    '2+2+2+2': Shape(clique_tests.CORPUS_HOST, 'PXB'),
-    '4+4': Shape(clique_tests.CORPUS_HOST, 'PHB'),
-    'hgx-fabric-manager': Shape(partition_tests.HGX_HOST, 'SYS',
+    'hgx-board': Shape(scheduling.HGX_HOST, 'SYS'),
+    '2+2+2+2': Shape(scheduling.CORPUS_HOST, 'PXB'),
+    '4+4': Shape(scheduling.CORPUS_HOST, 'PHB'),
+    'hgx-fabric-manager': Shape(scheduling.HGX_HOST, 'SYS',
                                 partitions=True),
 }
 
 
-class SelectCloud(clique_tests._CliqueSchedulingBase):
+class SelectCloud(scheduling.CliqueSchedulingBase):
     """``hosts`` computes of one shape; requests timed end to end."""
 
     #: Receives one dict per request; the tool running us sets it.
@@ -86,13 +86,14 @@ class SelectCloud(clique_tests._CliqueSchedulingBase):
     OURS_FIRST = True
     ADDRESS_ORDER = False
 
+    @property
+    def PARTITIONED(self) -> bool:
+        """Read by the clique scheduling base: the shape's partitions."""
+        return SHAPES[self.shape].partitions
+
     def setUp(self) -> None:
         super().setUp()
         shape = SHAPES[self.shape]
-        if shape.partitions:
-            self.useFixture(fixtures.MockPatch(
-                'tests.functional.test_clique_scheduling.device_spec_values',
-                partition_tests.device_spec_values))
         self.flags(instances=self.hosts + 1, cores=-1, ram=-1,
                    group='quota')
         cap = 2 * self.hosts
@@ -106,7 +107,7 @@ class SelectCloud(clique_tests._CliqueSchedulingBase):
                 gpu_p2p_options={'p2p_level': shape.p2p_level})
         #: Fabric Manager partitions (a claim must be one), else None.
         self.partitions = ([frozenset(partition.gpus) for partition in
-                            partition_tests.PARTITIONS]
+                            scheduling.PARTITIONS]
                            if shape.partitions else None)
         #: What a best fit is judged in: the cliques, or the partitions of
         #: four and eight GPUs (two halves and the board).
@@ -131,7 +132,7 @@ class SelectCloud(clique_tests._CliqueSchedulingBase):
             return [gpus for gpus in self.partitions
                     if len(gpus) >= GPUS_PER_SOCKET]
         cliques = discovery.evaluate(self.topologies[self.names[0]],
-                                     clique_tests.CONF).cliques.ids
+                                     scheduling.CONF).cliques.ids
         found: dict[int, set[str]] = {}
         for address, clique_id in cliques.items():
             if clique_id is not None:
@@ -147,7 +148,7 @@ class SelectCloud(clique_tests._CliqueSchedulingBase):
         """
         cells = -(-gpus // GPUS_PER_SOCKET)
         specs = flavor_commands.properties(flavor_commands.FlavorRequest(
-            gpus=gpus, alias=clique_tests.base.GPU_ALIAS, numa_nodes=cells))
+            gpus=gpus, alias=nova_cloud.GPU_ALIAS, numa_nodes=cells))
         if not required:
             del specs[extra_specs.CLIQUE_KEY]
             del specs['trait:%s' % flavor_commands.clique_trait(gpus)]

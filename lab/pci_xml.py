@@ -12,7 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Reading a libvirt domain's passthrough devices, for every harness that
+"""Reading a libvirt domain's passthrough devices, for every module here that
 scores or rewrites domain XML (ours, Nova's, the baselines')."""
 
 import itertools

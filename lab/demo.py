@@ -24,8 +24,8 @@ loads the driver, the board's Fabric Manager partitions, the partition
 the driver activated for the server before libvirt started it, the
 cliques, the expander-bus layout, the vCPU pinning and the NCCL topology
 the guest agent writes inside that guest, and writes the domain XML Nova
-defined to a file (``--xml``). Exits non-zero when the server does not go
-ACTIVE.
+defined to a file it names: in a new directory each run, or where
+``--xml`` says. Exits non-zero when the server does not go ACTIVE.
 """
 
 import argparse
@@ -43,9 +43,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 from lxml import etree  # noqa: E402
 from oslo_utils import versionutils  # noqa: E402
 
-from harness import cloud_runner  # noqa: E402
+from lab import cloud_runner  # noqa: E402
 cloud_runner.patch_first()
-from harness import pci_xml  # noqa: E402
+from lab import pci_xml  # noqa: E402
 from nova_gpu_p2p.fabric import nvfm  # noqa: E402
 from nova_gpu_p2p.guest import topology_description  # noqa: E402
 from nova_gpu_p2p_guest import cli  # noqa: E402
@@ -60,18 +60,26 @@ def _cpus(cpus: list[int]) -> str:
     return ','.join(str(cpu) for cpu in cpus)
 
 
-#: Where the domain XML goes unless ``--xml`` says otherwise.
-DEFAULT_XML = os.path.join(tempfile.gettempdir(),
-                           'nova-gpu-p2p-demo-domain.xml')
+#: The directory a run makes for the domain XML unless ``--xml`` names a
+#: file: a new one per run, in the temporary directory.
+XML_DIR_PREFIX = 'nova-gpu-p2p-demo-'
 
 
-def report(found, xml_path: str = DEFAULT_XML) -> None:
+def xml_output(requested: str | None) -> str:
+    """``--xml``'s value, else ``domain.xml`` in a new directory."""
+    if requested:
+        return requested
+    folder = tempfile.mkdtemp(prefix=XML_DIR_PREFIX)
+    return os.path.join(folder, 'domain.xml')
+
+
+def report(found, xml_path: str) -> None:
     """Print one run of ``HGXCloud.demo`` for people.
 
     The domain XML (some 300 lines) goes to ``xml_path``, or after the
     summary when that is ``-``, so that the summary is what is read first.
     """
-    from harness import demo_cloud
+    from lab import demo_cloud
 
     topology = found.topology
     print('nova-gpu-p2p demo: Nova API, conductor, scheduler, placement and '
@@ -271,9 +279,10 @@ def main(argv: list[str]) -> int:
         description='Boot an 8-GPU P2P server on an in-process Nova with '
         'this driver and show what it built.')
     parser.add_argument(
-        '--xml', metavar='PATH', default=DEFAULT_XML,
+        '--xml', metavar='PATH',
         help='write the domain XML Nova defined here; "-" prints it after '
-        'the summary (default: %(default)s)')
+        'the summary (default: domain.xml in a new %s* directory in %s, '
+        'named at the end)' % (XML_DIR_PREFIX, tempfile.gettempdir()))
     args = parser.parse_args(argv)
     print('Starting Nova in process and booting the server (about 10 s)...',
           flush=True)
@@ -283,8 +292,9 @@ def main(argv: list[str]) -> int:
         print('The server did not go ACTIVE or the demo failed:\n%s' % exc,
               file=sys.stderr)
         return 1
+    path = xml_output(args.xml)
     for result in found:
-        report(result, args.xml)
+        report(result, path)
     return 0
 
 

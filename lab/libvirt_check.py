@@ -19,7 +19,7 @@ scores it zero; one it accepts is scored by what QEMU is then told. Per
 document, as the e2e tests check ours (:mod:`tests.e2e`): ``virt-xml-
 validate`` with the installed schema, then ``virsh domxml-to-native
 qemu-argv`` by the running libvirtd, on a copy with only
-:data:`tests.e2e.qemu_argv.ADAPTATIONS` (this machine's NUMA nodes and
+:data:`tests.fixtures.qemu_argv.ADAPTATIONS` (this machine's NUMA nodes and
 /dev/vfio are not the corpus host's). Without libvirtd nothing is
 checked, and :func:`unavailable` says why.
 """
@@ -29,8 +29,8 @@ import os
 import subprocess
 import tempfile
 
-from tests.e2e import qemu_argv
-from tests.e2e import stack
+from tests.fixtures import qemu_argv
+from tests.fixtures import stack
 
 #: Seconds one tool may take.
 TIMEOUT_S = 120

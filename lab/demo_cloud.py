@@ -14,8 +14,8 @@
 
 """One HGX-like host in Nova's in-process cloud, for the demo and bench.
 
-Not a test module (stestr collects ``test_*`` only): ``tools/demo.py`` and
-``tools/bench.py`` run :class:`HGXCloud` methods by name, because Nova's
+Not a test module (stestr collects ``test_*`` only): ``lab/demo.py`` and
+``lab/bench.py`` run :class:`HGXCloud` methods by name, because Nova's
 functional fixtures only work inside a testtools ``TestCase``. Each method
 hands what it found to :attr:`HGXCloud.sink`, which the tool prints.
 
@@ -52,14 +52,14 @@ from nova import objects
 from nova.virt.libvirt import blockinfo
 from nova.virt.libvirt import driver as libvirt_driver
 
-from harness import fake_fabric
-from harness import nova_cloud as base
-from harness import pci_xml
+from lab import pci_xml
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import driver as gpu_driver
 from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
+from tests.cloud import fake_fabric
+from tests.cloud import nova_cloud as base
 from tests.fixtures import qemu_override
 
 CORPUS_HOST = 'hgx-8gpu-nvswitch-2numa'
