@@ -31,7 +31,8 @@ import typing
 from nova_gpu_p2p.checks import nvswitch
 from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import result
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import model
@@ -72,7 +73,7 @@ class FabricState:
     """What Fabric Manager answered, or the error it answered with."""
 
     partitions: tuple[nvfm.Partition, ...] = ()
-    error: nvfm.FmError | None = None
+    error: exception.FmError | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +122,7 @@ def ask(conf: typing.Any) -> FabricState:
     try:
         with nvfm.from_conf(conf) as fm:
             return FabricState(fm.partitions())
-    except nvfm.FmError as exc:
+    except exception.FmError as exc:
         return FabricState(error=exc)
 
 
@@ -196,7 +197,7 @@ def check_reachable(facts: FabricFacts) -> result.Check:
             subject, 'reachable at %s: %d partitions, %d active' % (
                 facts.address, len(state.partitions),
                 sum(p.active for p in state.partitions)))
-    if isinstance(state.error, nvfm.FmNotReady):
+    if isinstance(state.error, exception.FmNotReady):
         return result.warning(
             subject, 'at %s it has no partition data yet (%s): it is '
             'starting, or restarted in restart mode and waits for '
@@ -206,7 +207,7 @@ def check_reachable(facts: FabricFacts) -> result.Check:
             'start; if this persists, check that nova-compute runs with '
             '[gpu_p2p] topology_backend = fabricmanager (%s)'
             % result.see(result.Doc.FM_UNREACHABLE))
-    if isinstance(state.error, nvfm.FmLibraryMissing):
+    if isinstance(state.error, exception.FmLibraryMissing):
         fix = ('install NVIDIA\'s Fabric Manager packages (the library '
                'that comes with %s), or set [gpu_p2p] '
                'fabric_manager_library to its path' % SERVICE)
@@ -310,7 +311,7 @@ def check_managed(bindings: model.HostTopology,
     if pci is None:
         return []
     gpus = [g for g in bindings.gpus() if g.is_nvidia_gpu]
-    tags = device_spec.configured_tags(
+    tags = device_spec_tags.configured_tags(
         pci.device_specs, [(g.address, g.vendor, g.device) for g in gpus])
     unmanaged = sorted(a for a, t in tags.items()
                        if t.get('managed') == 'false')

@@ -26,7 +26,7 @@ from nova_gpu_p2p.checks import report
 from nova_gpu_p2p.checks import scheduler_settings
 from nova_gpu_p2p.checks import versions
 from nova_gpu_p2p.cmd import sources
-from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import sysfs
@@ -77,7 +77,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             # groups, or not all of them.
             bindings = sysfs.SysfsBackend(
                 opts, read_config=sources.no_privileged_read).discover()
-    except backends.TopologyError as exc:
+    except exception.TopologyError as exc:
         if args.load:
             raise
         checks = host.unread_host_checks(

@@ -21,7 +21,7 @@ import sys
 from nova_gpu_p2p.checks import p2p_level
 from nova_gpu_p2p.checks import result as check_result
 from nova_gpu_p2p.cmd import sources
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.topology import consumer_gpus
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import link_class
@@ -196,10 +196,10 @@ def cmd_topology(args: argparse.Namespace) -> int:
     report = to_json(result, level, opts.gpu_p2p.acs_policy,
                      sources.config_read(opts))
     if args.device_spec:
-        partitions = device_spec.partition_sizes(
+        partitions = device_spec_tags.partition_sizes(
             result.topology.fabric_partitions)
-        lines = [device_spec.entry(address, clique,
-                                   partitions.get(address, {}))
+        lines = [device_spec_tags.entry(address, clique,
+                                        partitions.get(address, {}))
                  for address, clique in sorted(result.cliques.ids.items())
                  if clique is not None]
         # Notes go to stderr, so that stdout can be pasted into nova.conf.

@@ -42,6 +42,7 @@ from lxml import etree
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.fabric import reconcile as reconcile_mod
@@ -185,7 +186,7 @@ class Lifecycle:
             # Manager restarted and must be told what is in use.
             in_use = self._in_use(partitions, self._all_running())
             self._offload(self._activate_all, plan.ids, in_use)
-        except nvfm.FmError as exc:
+        except exception.FmError as exc:
             reason = str(exc)
         except Exception as exc:  # never a lost server for Fabric Manager
             LOG.exception('Fabric Manager activation failed unexpectedly')
@@ -233,10 +234,10 @@ class Lifecycle:
             for partition_id in ids:
                 try:
                     fm.activate(partition_id)
-                except nvfm.FmNotReady:
+                except exception.FmNotReady:
                     self._told(fm, in_use)
                     fm.activate(partition_id)
-                except nvfm.FmInUse:
+                except exception.FmInUse:
                     # Already active is fine (a restart after a stop
                     # the reconcile has not caught up with yet).
                     if not any(p.id == partition_id and p.active
@@ -254,7 +255,7 @@ class Lifecycle:
             try:
                 active = self._offload(self._sync, partitions, running,
                                        restore)
-            except nvfm.FmError as exc:
+            except exception.FmError as exc:
                 self._fm_trouble(str(exc))
                 return
             self._fm_trouble(None)
@@ -273,7 +274,7 @@ class Lifecycle:
         with self._connect() as fm:
             try:
                 listed = fm.partitions()
-            except nvfm.FmNotReady:
+            except exception.FmNotReady:
                 self._told(fm, self._in_use(partitions, running))
                 listed = fm.partitions()
             active = {p.id for p in listed if p.active}
@@ -283,10 +284,10 @@ class Lifecycle:
             for partition_id in decision.deactivate:
                 try:
                     fm.deactivate(partition_id)
-                except nvfm.FmNotActive:
+                except exception.FmNotActive:
                     LOG.info('Fabric Manager partition %d was no longer '
                              'active', partition_id)
-                except nvfm.FmError as exc:
+                except exception.FmError as exc:
                     LOG.warning('Stale Fabric Manager partition %d held by '
                                 'no running server stays active: %s',
                                 partition_id, exc)
@@ -327,7 +328,7 @@ def _restore(fm: nvfm.FabricManager,
     for partition_id in decision.restore:
         try:
             fm.activate(partition_id)
-        except nvfm.FmError as exc:
+        except exception.FmError as exc:
             LOG.warning('Fabric Manager partition %d of a running server '
                         'not activated: %s', partition_id, exc)
             continue

@@ -25,13 +25,10 @@ from stevedore import driver
 from stevedore import exception as stevedore_exc
 from stevedore import extension
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import model
 
 NAMESPACE = 'nova_gpu_p2p.topology'
-
-
-class TopologyError(Exception):
-    """Discovery failed; the message says what and where."""
 
 
 class TopologyBackend(metaclass=abc.ABCMeta):
@@ -54,6 +51,6 @@ def load(name: str, conf: cfg.ConfigOpts) -> TopologyBackend:
             NAMESPACE, name, invoke_on_load=True,
             invoke_args=(conf,)).driver
     except stevedore_exc.NoMatches:
-        raise TopologyError(
+        raise exception.TopologyError(
             '[gpu_p2p] topology_backend = %s: no such backend; installed '
             'backends are %s' % (name, ', '.join(names())))

@@ -22,9 +22,9 @@ same answer on another machine: for bug reports and offline tests.
 import dataclasses
 import json
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.guest_agent import atomic_file
 from nova_gpu_p2p import input_file
-from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 
@@ -125,5 +125,5 @@ def load(path: str) -> model.HostTopology:
         return from_dict(data)
     except (OSError, ValueError, KeyError, TypeError, AttributeError,
             RecursionError) as exc:
-        raise backends.TopologyError(
+        raise exception.TopologyError(
             '%s is not a readable nova-gpu-p2p capture: %s' % (path, exc))

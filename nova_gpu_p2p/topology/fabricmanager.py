@@ -28,10 +28,10 @@ import dataclasses
 
 from oslo_log import log as logging
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.fabric import partitions
-from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import static
 from nova_gpu_p2p.topology import sysfs
@@ -95,7 +95,7 @@ def _keep(table: dict[int, frozenset[int]], path: str) -> None:
     try:
         if not table or table == module_ids.load_partitions(path):
             return
-    except module_ids.BadFile:
+    except exception.BadModuleIdFile:
         pass  # replaced by Fabric Manager's answer, below
     problem = module_ids.save_partitions(path, table)
     if problem:
@@ -116,7 +116,7 @@ def kept_partitions(conf) -> tuple[model.FabricPartition, ...]:
     try:
         table = module_ids.load_partitions(path)
         given = _static_modules(conf) if table else {}
-    except (module_ids.BadFile, backends.TopologyError) as exc:
+    except (exception.BadModuleIdFile, exception.TopologyError) as exc:
         LOG.warning('GPU P2P: no kept Fabric Manager partitions: %s', exc)
         return ()
     if not given:
@@ -142,13 +142,13 @@ def supported_partitions(conf) -> tuple[nvfm.Partition, ...]:
     try:
         with nvfm.from_conf(conf) as fabric_manager:
             return fabric_manager.partitions()
-    except nvfm.FmLibraryMissing as exc:
-        raise backends.TopologyError(
+    except exception.FmLibraryMissing as exc:
+        raise exception.TopologyError(
             '%s; [gpu_p2p] fabric_manager_library = %s must name NVIDIA '
             'Fabric Manager\'s client library, libnvfm.so.1'
             % (exc, group.fabric_manager_library))
-    except (nvfm.FmError, ValueError) as exc:
-        raise backends.TopologyError(
+    except (exception.FmError, ValueError) as exc:
+        raise exception.TopologyError(
             'cannot read the partitions of NVIDIA Fabric Manager at %s '
             '([gpu_p2p] fabric_manager_address): %s; check that '
             'nvidia-fabricmanager runs there in shared NVSwitch mode '

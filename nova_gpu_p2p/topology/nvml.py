@@ -28,6 +28,7 @@ import types
 
 from oslo_log import log as logging
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
@@ -52,21 +53,17 @@ def bus_id_address(bus_id: bytes | str) -> str:
     return pci_address.normalize('%04x:%s' % (int(domain, 16), rest))
 
 
-class NvmlUnavailable(Exception):
-    """NVML cannot be asked here: not installed, or no NVIDIA driver."""
-
-
 @contextlib.contextmanager
 def session() -> Iterator[types.ModuleType]:
     """pynvml, initialised for the block; raises NvmlUnavailable."""
     try:
         import pynvml
     except ImportError as exc:
-        raise NvmlUnavailable(str(exc))
+        raise exception.NvmlUnavailable(str(exc))
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        raise NvmlUnavailable(str(exc))
+        raise exception.NvmlUnavailable(str(exc))
     try:
         yield pynvml
     finally:
@@ -101,7 +98,7 @@ class NvmlBackend(sysfs.SysfsBackend):
         try:
             with session() as pynvml:
                 pairs = _NvLinks(pynvml, topology).pairs()
-        except NvmlUnavailable as exc:
+        except exception.NvmlUnavailable as exc:
             return _add_finding(topology, NVML_UNAVAILABLE % exc)
         return dataclasses.replace(topology, nvlink_pairs=pairs)
 

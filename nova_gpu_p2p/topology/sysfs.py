@@ -30,6 +30,7 @@ import re
 
 from oslo_log import log as logging
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import input_file
 from nova_gpu_p2p import native_thread
 from nova_gpu_p2p import privsep
@@ -180,7 +181,7 @@ class SysfsBackend(backends.TopologyBackend):
         try:
             entries = sorted(os.listdir(devices))
         except OSError as exc:
-            raise backends.TopologyError(
+            raise exception.TopologyError(
                 'cannot list PCI devices in %s: %s' % (devices, exc))
         functions: dict[str, model.PCIFunction] = {}
         self._config_ok = True
@@ -206,7 +207,7 @@ class SysfsBackend(backends.TopologyBackend):
         try:
             model.refuse_parent_loops(functions)
         except ValueError as exc:
-            raise backends.TopologyError('PCI devices in %s: %s' % (
+            raise exception.TopologyError('PCI devices in %s: %s' % (
                 devices, exc))
         for address in sorted(functions):
             if self._orphaned(functions, address):

@@ -43,7 +43,7 @@ from nova.tests import fixtures as nova_fixtures
 from harness import nova_cloud as base
 from harness import placement_scale
 from harness import scheduling_sim
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import driver
 from nova_gpu_p2p.topology import discovery
 from tests.functional import test_guest_config as layout
@@ -80,7 +80,7 @@ def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
     """
     values = []
     for address, clique_id in sorted(clique_ids.items()):
-        key, _, value = device_spec.entry(address, clique_id).partition(
+        key, _, value = device_spec_tags.entry(address, clique_id).partition(
             ' = ')
         assert key == 'device_spec', key
         values.append(value)

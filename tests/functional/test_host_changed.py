@@ -31,7 +31,7 @@ from nova import conf as nova_conf
 from nova.tests.functional.api import client
 
 from harness import nova_cloud as base
-from nova_gpu_p2p import instance_events
+from nova_gpu_p2p import action_events
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
 from tests.functional import test_guest_config as layout
@@ -112,7 +112,7 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
                         gpus: tuple[str, str] = SWITCH_PAIR) -> None:
         """Back in ``state``, without cliques, and the loss visible."""
         events = [event for event in finished_events(self.api, server)
-                  if event['event'] == instance_events.LOST]
+                  if event['event'] == action_events.LOST]
         self.assertEqual(state, server['status'])
         self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
         xml = self.domain_xml(server)
@@ -248,7 +248,7 @@ class LiveMigrationTest(layout.LayoutAssertions, base.GPUHostsTestBase):
             r'WARNING \[nova_gpu_p2p\.driver\] .*GPU P2P: live migration '
             r'of a server with PCI devices')
         events = [event for event in finished_events(self.api, server)
-                  if event['event'] == instance_events.LIVE_MIGRATION]
+                  if event['event'] == action_events.LIVE_MIGRATION]
         self.assertEqual(1, len(events), events)
         self.assertIn('GPU P2P: live migration of a server with PCI '
                       'devices', events[0]['details'])

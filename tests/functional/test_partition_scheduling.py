@@ -28,7 +28,7 @@ partition. Candidates come in PCI address order
 import fixtures
 
 from harness import placement_scale
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.fabric import partitions
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
@@ -46,9 +46,9 @@ def gpus_of(*modules: int) -> tuple[str, ...]:
 
 def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
     """Each GPU's entry with its clique and partitions."""
-    sizes = device_spec.partition_sizes(PARTITIONS)
-    return [device_spec.entry(address, clique_id,
-                              sizes.get(address, {})).partition(' = ')[2]
+    sizes = device_spec_tags.partition_sizes(PARTITIONS)
+    return [device_spec_tags.entry(address, clique_id,
+                                   sizes.get(address, {})).partition(' = ')[2]
             for address, clique_id in sorted(clique_ids.items())
             if clique_id is not None]
 

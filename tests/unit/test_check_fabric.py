@@ -32,6 +32,7 @@ from nova_gpu_p2p.checks import nvswitch
 from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import result
 from nova_gpu_p2p.checks import vfio
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.topology import model
 from tests.fixtures import fake_fm
@@ -332,8 +333,9 @@ class TestHostChecks(testtools.TestCase):
                         subjects.index('module IDs'))
 
     def test_fabric_manager_down(self):
-        down = fabric.FabricState(error=nvfm.FmUnavailable(
-            'fmConnect(/run/fm.sock)', nvfm.FM_ST_CONNECTION_NOT_VALID))
+        down = fabric.FabricState(error=exception.FmUnavailable(
+            'fmConnect(/run/fm.sock)', nvfm.FM_ST_CONNECTION_NOT_VALID,
+            nvfm.status_text(nvfm.FM_ST_CONNECTION_NOT_VALID)))
         checks = self.run_checks(facts(state=down))
         self.assertEqual(FAIL, by_subject(checks)['Fabric Manager'].code)
         self.assertNotIn('module IDs', by_subject(checks))
@@ -349,7 +351,8 @@ class TestHostChecks(testtools.TestCase):
             test_checks.versions.HostVersions((11, 3, 0), (10, 0, 2)),
             'Fabric Manager fmConnect failed', '/',
             fabric=facts(None, state=fabric.FabricState(
-                error=nvfm.FmUnavailable('fmConnect(/run/fm.sock)', -9))))
+                error=exception.FmUnavailable('fmConnect(/run/fm.sock)', -9,
+                                              nvfm.status_text(-9)))))
         self.assertEqual([('GPU topology', FAIL),
                           ('Fabric Manager mode', WARN),
                           ('Fabric Manager', FAIL)],

@@ -17,6 +17,7 @@ from oslo_config import cfg
 import testtools
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import exception
 
 
 class ConfTestCase(testtools.TestCase):
@@ -120,7 +121,7 @@ class TestBadValues(ConfTestCase):
 
     def assertRefused(self, body, option, *fragments):
         opts = self.load(body)
-        exc = self.assertRaises(conf.InvalidConfig, conf.validate, opts)
+        exc = self.assertRaises(exception.InvalidConfig, conf.validate, opts)
         message = str(exc)
         self.assertIn('[gpu_p2p] %s' % option, message)
         for fragment in fragments:
@@ -177,7 +178,7 @@ class TestBadValues(ConfTestCase):
 
     def test_static_backend_without_file(self):
         opts = self.load('topology_backend = static')
-        exc = self.assertRaises(conf.InvalidConfig, conf.validate, opts)
+        exc = self.assertRaises(exception.InvalidConfig, conf.validate, opts)
         self.assertIn('static_topology_file', str(exc))
 
 

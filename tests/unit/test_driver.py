@@ -24,7 +24,7 @@ import fixtures
 from nova.compute import pci_placement_translator
 from nova.compute import provider_tree
 from nova import conf as nova_conf
-from nova import exception
+from nova import exception as nova_exception
 from nova.tests import fixtures as nova_fixtures
 from nova.virt import driver as virt_driver
 from nova.virt.libvirt import config as vconfig
@@ -33,15 +33,15 @@ from oslo_config import fixture as config_fixture
 from oslo_utils.fixture import uuidsentinel as uuids
 import testtools
 
-from nova_gpu_p2p import conf
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import action_events
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import driver
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.guest import libvirt_config
-from nova_gpu_p2p import instance_events
-from nova_gpu_p2p import limits
-from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p import min_versions
+from nova_gpu_p2p import nova_signatures
 from nova_gpu_p2p import outage
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as cliques
@@ -76,7 +76,7 @@ class TestLoadThroughNova(testtools.TestCase):
     def test_bad_option_refuses_to_start(self):
         self.conf.load_raw_values(group='gpu_p2p', p2p_level='FOO')
         exit_ = self.useFixture(fixtures.MockPatch('sys.exit')).mock
-        exc = self.assertRaises(conf.InvalidConfig,
+        exc = self.assertRaises(exception.InvalidConfig,
                                 virt_driver.load_compute_driver, None)
         self.assertIn('p2p_level', str(exc))
         self.assertIn("'FOO'", str(exc))
@@ -211,7 +211,7 @@ class TestGetGuestConfig(testtools.TestCase):
                                  **{'hw:gpu_p2p_clique': 'required'})
         exc = self.assertRaises(driver.HostCannotHonour, self.call,
                                 instance)
-        self.assertIsInstance(exc, exception.ComputeResourcesUnavailable)
+        self.assertIsInstance(exc, nova_exception.ComputeResourcesUnavailable)
         self.assertIn('GPU P2P: hw:gpu_p2p_clique=required', str(exc))
         self.assertIn('0000:03:00.0, 0000:81:00.0', str(exc))
         self.assertIn('GPU P2P: hw:gpu_p2p_clique=required',
@@ -224,8 +224,9 @@ class TestGetGuestConfig(testtools.TestCase):
         instance = self.instance(**{'hw:gpu_p2p_clique': 'required'})
         exc = self.assertRaises(driver.FlavorCannotBeHonoured, self.call,
                                 instance)
-        self.assertIsInstance(exc, exception.InvalidInput)
-        self.assertNotIsInstance(exc, exception.ComputeResourcesUnavailable)
+        self.assertIsInstance(exc, nova_exception.InvalidInput)
+        self.assertNotIsInstance(
+            exc, nova_exception.ComputeResourcesUnavailable)
         self.assertIn('hw:hide_hypervisor_id', str(exc))
         # The instance fault keeps 255 characters after Nova's 64-character
         # "Build of instance UUID aborted: ": no prefix of InvalidInput's.
@@ -289,10 +290,10 @@ class TestGetGuestConfig(testtools.TestCase):
         self.assertIn('0000:03:00.0, 0000:04:00.0, 0000:81:00.0',
                       warnings[0])
         start.assert_called_once_with('ctx', instance.uuid,
-                                      instance_events.LOST, want_result=False,
+                                      action_events.LOST, want_result=False,
                                       host=nova_conf.CONF.host)
         (args, kwargs), = finish.call_args_list
-        self.assertEqual(('ctx', instance.uuid, instance_events.LOST), args)
+        self.assertEqual(('ctx', instance.uuid, action_events.LOST), args)
         self.assertIn('0000:81:00.0', kwargs['exc_val'])
         # The decision record says it too.
         self.assertIn('0000:81:00.0', ''.join(
@@ -320,10 +321,10 @@ class TestGetGuestConfig(testtools.TestCase):
 
     def test_event_failure_does_not_stop_the_operation(self):
         start, finish = self.events()
-        start.side_effect = exception.InstanceActionNotFound(
+        start.side_effect = nova_exception.InstanceActionNotFound(
             request_id='req', instance_uuid='uuid')
         events_log = self.useFixture(fixtures.FakeLogger(
-            name='nova_gpu_p2p.instance_events', level=logging.INFO))
+            name='nova_gpu_p2p.action_events', level=logging.INFO))
         instance = self.instance(gpus=(GPU_A, GPU_C), vm_state='active',
                                  **{'hw:gpu_p2p_clique': 'required'})
         self.call(instance, context='ctx')
@@ -376,7 +377,7 @@ class TestLiveMigration(testtools.TestCase):
                       {'hw:gpu_numa_affinity': 'preferred'},
                       {'hw:gpu_p2p_clique': 'sometimes'}):
             exc = self.assertRaises(
-                exception.MigrationPreCheckError,
+                nova_exception.MigrationPreCheckError,
                 self.driver.check_can_live_migrate_source, 'ctx',
                 self.instance(**specs), 'dest')
             self.assertIn('live migration of a server with PCI devices',
@@ -612,11 +613,12 @@ class TestUpdateProviderTree(testtools.TestCase):
         self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
 
     def test_numa_trait_needs_its_libvirt(self):
-        self.libvirt.return_value = just_below(limits.LIBVIRT_NUMA_AFFINITY)
+        self.libvirt.return_value = just_below(
+            min_versions.LIBVIRT_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2}, self.update())
 
     def test_numa_trait_needs_its_qemu(self):
-        self.qemu.return_value = just_below(limits.QEMU_NUMA_AFFINITY)
+        self.qemu.return_value = just_below(min_versions.QEMU_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2}, self.update())
 
     def test_numa_trait_with_backports(self):
@@ -626,11 +628,12 @@ class TestUpdateProviderTree(testtools.TestCase):
                          self.update())
 
     def test_numa_trait_follows_versions(self):
-        self.libvirt.return_value = just_below(limits.LIBVIRT_NUMA_AFFINITY)
+        self.libvirt.return_value = just_below(
+            min_versions.LIBVIRT_NUMA_AFFINITY)
         self.assertNotIn(t.NUMA, self.update())
-        self.libvirt.return_value = limits.LIBVIRT_NUMA_AFFINITY
+        self.libvirt.return_value = min_versions.LIBVIRT_NUMA_AFFINITY
         self.assertIn(t.NUMA, self.update())
-        self.qemu.return_value = just_below(limits.QEMU_NUMA_AFFINITY)
+        self.qemu.return_value = just_below(min_versions.QEMU_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2}, self.update())
 
     def test_numa_trait_needs_a_gpu_numa_node(self):
@@ -798,7 +801,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.useFixture(fixtures.MockPatch(
             'nova.pci.utils.is_physical_function', return_value=False))
         self.conf.config(group='pci', device_spec=[
-            device_spec.entry(GPU_A, 0).split(' = ', 1)[1],
+            device_spec_tags.entry(GPU_A, 0).split(' = ', 1)[1],
             json.dumps({'address': GPU_B, 'gpu_p2p_clique': '1',
                         'traits': 'CUSTOM_GPU_P2P_CLIQUE_ID_0'}),
             json.dumps({'address': GPU_C})])
@@ -809,27 +812,27 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.assertEqual(
             ['GPU P2P: GPU 0000:04:00.0 is in clique 0 but its [pci] '
              'device_spec entry has gpu_p2p_clique "1": set %s'
-             % device_spec.entry(GPU_B, 0)],
+             % device_spec_tags.entry(GPU_B, 0)],
             self.log.output.splitlines())
 
 
 class TestNovaHooksWithProviderTree(testtools.TestCase):
 
     def test_real_libvirt_driver_accepted(self):
-        nova_hooks.check(libvirt_driver.LibvirtDriver)
-        nova_hooks.check(driver.GPUP2PLibvirtDriver)
+        nova_signatures.check(libvirt_driver.LibvirtDriver)
+        nova_signatures.check(driver.GPUP2PLibvirtDriver)
 
     def test_update_provider_tree_is_a_hook(self):
         self.assertEqual(('provider_tree', 'nodename', 'allocations'),
-                         nova_hooks.HOOKS['update_provider_tree'])
+                         nova_signatures.HOOKS['update_provider_tree'])
 
     def test_update_provider_tree_without_allocations_refused(self):
         class Old(libvirt_driver.LibvirtDriver):
             def update_provider_tree(self, provider_tree, nodename):
                 pass
 
-        exc = self.assertRaises(nova_hooks.IncompatibleNova,
-                                nova_hooks.check, Old)
+        exc = self.assertRaises(exception.IncompatibleNova,
+                                nova_signatures.check, Old)
         self.assertEqual(
             'nova-gpu-p2p does not support this Nova release: '
             'Old.update_provider_tree takes (provider_tree, nodename), '
@@ -845,8 +848,8 @@ class TestNovaHooksWithProviderTree(testtools.TestCase):
                                   disk_info):
                 pass
 
-        exc = self.assertRaises(nova_hooks.IncompatibleNova,
-                                nova_hooks.check, Older)
+        exc = self.assertRaises(exception.IncompatibleNova,
+                                nova_signatures.check, Older)
         self.assertIn('Older.update_provider_tree is missing', str(exc))
         self.assertNotIn('get_available_resource', str(exc))
 
@@ -859,7 +862,7 @@ class TestNovaHooksWithProviderTree(testtools.TestCase):
 
         self.useFixture(fixtures.MockPatchObject(
             libvirt_driver.LibvirtDriver, 'update_provider_tree', old))
-        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+        exc = self.assertRaises(exception.IncompatibleNova,
                                 driver.GPUP2PLibvirtDriver, None)
         self.assertIn('update_provider_tree takes (provider_tree, nodename)',
                       str(exc))
@@ -1200,7 +1203,7 @@ class TestFabricManagerOutage(_FabricManagerBase):
         self.assertIn('GPU topology discovery failed on this host',
                       self.warnings('keeps running without')[0])
         self.assertEqual(
-            instance_events.LOST, self.event.mock.call_args.args[2])
+            action_events.LOST, self.event.mock.call_args.args[2])
 
     def test_hard_reboot_before_any_periodic_reported_once(self):
         # The cached discovery still has the partitions: only the

@@ -30,6 +30,7 @@ from unittest import mock
 import fixtures
 import testtools
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.topology import backends
@@ -162,7 +163,7 @@ class TestPartitions(BackendTestCase):
         # which the driver's reconcile does before it discovers again.
         fm = self.fm()
         fm.restart()
-        exc = self.assertRaises(backends.TopologyError, self.discover, fm)
+        exc = self.assertRaises(exception.TopologyError, self.discover, fm)
         self.assertIn('FM_ST_NOT_CONFIGURED (-8)', str(exc))
         fm.up()
         self.assertEqual(15, len(self.discover(fm).fabric_partitions))
@@ -245,7 +246,7 @@ class TestModuleIds(BackendTestCase):
 
     def test_bad_static_file(self):
         path = self.static_file([(GPUS[0], 1), (GPUS[1], 1)])
-        exc = self.assertRaises(backends.TopologyError, self.discover,
+        exc = self.assertRaises(exception.TopologyError, self.discover,
                                 static_topology_file=path)
         self.assertIn('%s line 3: duplicate module_id 1' % path, str(exc))
 
@@ -349,7 +350,7 @@ class TestKeptPartitions(BackendTestCase):
 class TestFabricManagerUnavailable(BackendTestCase):
 
     def assertRefused(self, *fragments, fm=None, **overrides):
-        exc = self.assertRaises(backends.TopologyError, self.discover, fm,
+        exc = self.assertRaises(exception.TopologyError, self.discover, fm,
                                 **overrides)
         for fragment in fragments:
             self.assertIn(fragment, str(exc))

@@ -22,7 +22,7 @@ import itertools
 
 import testtools
 
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.scheduler import partition_fit
 from nova_gpu_p2p.topology import model
 from tests.fixtures import fake_fm
@@ -33,7 +33,7 @@ B200 = fake_fm.B200_PARTITIONS
 
 def _board(partitions=H100, used=()):
     """The free GPUs' providers, tagged as their device_spec entries say."""
-    tags = device_spec.partition_sizes(
+    tags = device_spec_tags.partition_sizes(
         model.FabricPartition(pid, tuple('m%d' % m for m in sorted(gpus)))
         for pid, gpus in partitions.items())
     return {'m%d' % m: partition_fit.Gpu('m%d' % m, tags['m%d' % m])

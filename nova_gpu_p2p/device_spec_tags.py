@@ -106,7 +106,7 @@ def provider_name(nodename: str, address: str) -> str:
 
     ``<nodename>_<ADDRESS>`` (``PlacementView._get_rp_name_for_address``
     in ``nova.compute.pci_placement_translator``, a private method, so
-    :func:`nova_gpu_p2p.nova_hooks.check` compares the two at start-up).
+    :func:`nova_gpu_p2p.nova_signatures.check` compares the two at start-up).
     """
     return '%s_%s' % (nodename, address.upper())
 
