@@ -57,8 +57,8 @@ from harness import nova_cloud as base
 from harness import pci_xml
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import driver as gpu_driver
-from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import module_ids
 from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import qemu_override
 

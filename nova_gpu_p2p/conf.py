@@ -322,8 +322,7 @@ def validate(conf: cfg.ConfigOpts) -> None:
     oslo.config parses a value only when it is first read; without this a
     typo would surface at the first GPU boot instead. Raises oslo.config's
     InvalidConfig carrying oslo.config's own message, which names the
-    option, the file and the allowed values, or naming the options that
-    contradict each other.
+    option, the file and the allowed values.
     """
     group = conf[GROUP.name]
     for opt in OPTS:
@@ -332,10 +331,6 @@ def validate(conf: cfg.ConfigOpts) -> None:
         except ValueError as exc:
             raise exception.InvalidConfig(
                 f'[{GROUP.name}] {opt.dest}: {exc}') from exc
-    if group.topology_backend == 'static' and not group.static_topology_file:
-        raise exception.InvalidConfig(
-            '[gpu_p2p] topology_backend = static needs [gpu_p2p] '
-            'static_topology_file to name the topology file')
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:

@@ -36,6 +36,7 @@ from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.fabric import lifecycle
 from nova_gpu_p2p.fabric import nvfm
+from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.guest import metadata
 from nova_gpu_p2p.guest import nova_guest
 from nova_gpu_p2p.guest import plan as plan_mod
@@ -43,8 +44,10 @@ from nova_gpu_p2p import min_versions
 from nova_gpu_p2p import native_thread
 from nova_gpu_p2p import nova_signatures
 from nova_gpu_p2p import outage
+from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import fabricmanager
+from nova_gpu_p2p.topology import host_gpus as host_gpus_mod
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 
@@ -78,11 +81,12 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     def __init__(self, virtapi, read_only: bool = False) -> None:
         conf.validate(CONF)
+        backends.validate(CONF)
         nova_signatures.check()
         super().__init__(virtapi, read_only=read_only)
-        self._host_gpus: discovery.HostGPUs | None = None
+        self._host_gpus: host_gpus_mod.HostGPUs | None = None
         self._device_trait_problems: list[str] = []
-        self._partitions_seen: tuple[model.FabricPartition, ...] = ()
+        self._partitions_seen: tuple[partitions_mod.FabricPartition, ...] = ()
         self._outages = outage.Outages()
         self._rediscovery = outage.Retry(self.REDISCOVERY_INTERVAL_S)
         self._fabric = lifecycle.Lifecycle(
@@ -94,7 +98,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
                  CONF.gpu_p2p.acs_policy)
 
     @property
-    def host_gpus(self) -> discovery.HostGPUs:
+    def host_gpus(self) -> host_gpus_mod.HostGPUs:
         """The cached topology; discovered on first use."""
         if self._host_gpus is None:
             self.refresh_host_gpus()
@@ -109,7 +113,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
     #: again at most this often; the periodic update does regardless.
     REDISCOVERY_INTERVAL_S = 5.0
 
-    def refresh_host_gpus(self) -> discovery.HostGPUs:
+    def refresh_host_gpus(self) -> host_gpus_mod.HostGPUs:
         """Discover again, in a native thread: the greenthreads carry on.
 
         Under eventlet every greenthread of nova-compute shares one OS
@@ -138,7 +142,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._outages.answered()
         return found
 
-    def _host_gpus_for_start(self) -> discovery.HostGPUs:
+    def _host_gpus_for_start(self) -> host_gpus_mod.HostGPUs:
         """The topology, discovered again if Fabric Manager failed it.
 
         Otherwise the host refused new builds until the next periodic
@@ -147,7 +151,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         """
         host = self.host_gpus
         if (not host.error
-                or CONF.gpu_p2p.topology_backend != 'fabricmanager'
+                or not self._partitions_backend()
                 or not self._rediscovery.due()):
             return host
         try:
@@ -184,7 +188,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         super().init_host(host)
         self._fabric_quietly(self._fabric.reconcile)
 
-    def _fabric_partitions(self) -> tuple[model.FabricPartition, ...]:
+    def _fabric_partitions(self) -> tuple[partitions_mod.FabricPartition, ...]:
         """The host's Fabric Manager partitions (none without it).
 
         While Fabric Manager is down, and discovery with it, the last
@@ -197,8 +201,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             found = self._host_gpus.topology.fabric_partitions
             if found:
                 self._partitions_seen = found
-        if (not self._partitions_seen
-                and CONF.gpu_p2p.topology_backend == 'fabricmanager'):
+        if not self._partitions_seen and self._partitions_backend():
             self._partitions_seen = fabricmanager.kept_partitions(CONF)
         if not self._partitions_seen and self._host_gpus is None:
             self._partitions_seen = self.host_gpus.topology.fabric_partitions
@@ -269,6 +272,12 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             return super()._create_guest(context, xml, instance,
                                          power_on, pause, post_xml_callback)
 
+    @staticmethod
+    def _partitions_backend() -> bool:
+        """Whether the topology backend activates partitions for servers."""
+        return backends.capabilities(
+            CONF.gpu_p2p.topology_backend).partitions
+
     def _partitions_unknown(self, instance) -> str | None:
         """Why GPUs get no partition on a host whose FM never answered.
 
@@ -277,7 +286,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         """
         gpus = sorted(device.address for device in instance.pci_devices or ()
                       if device.vendor_id == model.NVIDIA_VENDOR_HEX)
-        if CONF.gpu_p2p.topology_backend != 'fabricmanager' or not gpus:
+        if not self._partitions_backend() or not gpus:
             return None
         return ('no Fabric Manager partition is known on this host (%s), so '
                 'GPUs %s get none: no NVLink, and no CUDA until one holding '

@@ -258,7 +258,7 @@ METRIC_NOTES = {
 SCALE = 'guest_xml_scale'
 SCALE_ROUNDS = 7
 SCALE_CALLS = 10
-#: Bytes the cached topology (discovery.HostGPUs) keeps, per corpus host.
+#: Bytes the cached topology (host_gpus.HostGPUs) keeps, per corpus host.
 MEMORY = 'topology_memory'
 #: Discovery of the 16-GPU, ~500-function host must stay under this.
 DISCOVERY_GOAL_S = 0.100
@@ -474,7 +474,7 @@ def print_guest_xml_scale(result: dict) -> None:
 
 
 def topology_memory() -> dict:
-    """Bytes one cached discovery.HostGPUs keeps, per corpus host.
+    """Bytes one cached host_gpus.HostGPUs keeps, per corpus host.
 
     tracemalloc around a second discovery (the first warms the caches
     discovery shares between calls), with the result kept alive.
@@ -499,7 +499,7 @@ def topology_memory() -> dict:
 
 
 def print_topology_memory(result: dict, timings: dict) -> None:
-    print('\nDiscovery and the cached topology (discovery.HostGPUs; '
+    print('\nDiscovery and the cached topology (host_gpus.HostGPUs; '
           'tracemalloc of what one discovery keeps)')
     print('  %-28s %9s %5s %13s %11s %11s' % (
         'host', 'functions', 'GPUs', 'discovery ms', 'cached KiB',

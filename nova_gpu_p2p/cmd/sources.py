@@ -129,8 +129,10 @@ def load_conf(args: argparse.Namespace,
             raise exception.UsageError(_bad_value(opt, files, dirs))
     if getattr(args, 'sysfs_root', None):
         opts.set_override('sysfs_root', args.sysfs_root, group='gpu_p2p')
-        opts.set_override('topology_backend', 'sysfs', group='gpu_p2p')
+        opts.set_override('topology_backend', backends.TREE_ONLY,
+                          group='gpu_p2p')
     conf.validate(opts)
+    backends.validate(opts)
     return opts
 
 

@@ -46,7 +46,6 @@ from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.fabric import reconcile as reconcile_mod
-from nova_gpu_p2p.topology import model
 
 LOG = logging.getLogger(__name__)
 
@@ -119,7 +118,8 @@ class Lifecycle:
     """
 
     def __init__(self, connect: Callable[[], nvfm.FabricManager],
-                 partitions: Callable[[], tuple[model.FabricPartition, ...]],
+                 partitions: Callable[
+                     [], tuple[partitions_mod.FabricPartition, ...]],
                  running: Callable[[], Running],
                  offload: Callable[..., Any] = _direct) -> None:
         self._connect = connect

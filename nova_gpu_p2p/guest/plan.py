@@ -44,7 +44,7 @@ from nova_gpu_p2p.guest import numa_distances
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p import min_versions
-from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 
 
@@ -138,7 +138,7 @@ class GuestPlan:
     refusal: Refusal | None = None
 
 
-def _link_name(host: discovery.HostGPUs, acs: str):
+def _link_name(host: host_gpus.HostGPUs, acs: str):
     topology = host.topology
 
     def name(a: str, b: str) -> str:
@@ -159,7 +159,7 @@ class _Decision:
 
     def __init__(self, request: extra_specs.GPUP2PRequest,
                  devices: Sequence[devices_mod.GuestDevice],
-                 host: discovery.HostGPUs, facts: GuestFacts,
+                 host: host_gpus.HostGPUs, facts: GuestFacts,
                  options: Options) -> None:
         self.request = request
         self.devices = tuple(devices)
@@ -371,7 +371,7 @@ class _Decision:
 
 def decide(request: extra_specs.GPUP2PRequest,
            devices: Sequence[devices_mod.GuestDevice],
-           host: discovery.HostGPUs, facts: GuestFacts,
+           host: host_gpus.HostGPUs, facts: GuestFacts,
            options: Options) -> GuestPlan:
     """Everything to add to one guest's config, or why not."""
     if not request.wanted:

@@ -49,7 +49,7 @@ import json
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.guest import devices as devices_mod
 from nova_gpu_p2p.guest import expander_buses
-from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 
@@ -79,7 +79,7 @@ def _link(function: model.PCIFunction) -> dict:
 
 def describe(buses: expander_buses.BusLayout,
              devices: tuple[devices_mod.GuestDevice, ...],
-             cliques: dict[str, int], host: discovery.HostGPUs,
+             cliques: dict[str, int], host: host_gpus.HostGPUs,
              acs_policy: link_class.AcsPolicy) -> dict:
     """The description of the devices ``buses`` placed, as plain data.
 

@@ -29,10 +29,11 @@ import dataclasses
 from oslo_log import log as logging
 
 from nova_gpu_p2p import exception
-from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.fabric import partitions
+from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import module_ids
 from nova_gpu_p2p.topology import static
 from nova_gpu_p2p.topology import sysfs
 
@@ -41,6 +42,8 @@ LOG = logging.getLogger(__name__)
 
 class FabricManagerBackend(sysfs.SysfsBackend):
     """The sysfs topology with Fabric Manager's partitions and NVLink."""
+
+    capabilities = backends.Capabilities(partitions=True, module_ids=True)
 
     def discover(self) -> model.HostTopology:
         topology = super().discover()
@@ -105,7 +108,7 @@ def _keep(table: dict[int, frozenset[int]], path: str) -> None:
                     'nova-compute still knows: %s', problem)
 
 
-def kept_partitions(conf) -> tuple[model.FabricPartition, ...]:
+def kept_partitions(conf) -> tuple[partitions.FabricPartition, ...]:
     """The partitions kept in ``[gpu_p2p] module_id_file``, by address.
 
     For when Fabric Manager cannot be asked: a restarted one answers no

@@ -30,6 +30,7 @@ from oslo_log import log as logging
 
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import pci_address
+from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 
@@ -92,6 +93,8 @@ def devices(nvml: types.ModuleType) -> list[tuple[object, str]]:
 
 class NvmlBackend(sysfs.SysfsBackend):
     """The sysfs topology with ``nvlink_pairs`` filled in from NVML."""
+
+    capabilities = backends.Capabilities()
 
     def discover(self) -> model.HostTopology:
         topology = super().discover()

@@ -290,6 +290,9 @@ def _clique_overrides(gpus: list[_Gpu]) -> dict[frozenset[str], bool]:
 class StaticBackend(backends.TopologyBackend):
     """Reads the file named by ``[gpu_p2p] static_topology_file``."""
 
+    capabilities = backends.Capabilities(required=(
+        ('static_topology_file', 'to name the topology file'),))
+
     def discover(self) -> model.HostTopology:
         path = self.conf.gpu_p2p.static_topology_file
         return parse(read(path), path)

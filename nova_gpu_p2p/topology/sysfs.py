@@ -171,6 +171,8 @@ def read_host_configs(addresses: list[str],
 class SysfsBackend(backends.TopologyBackend):
     """Reads ``bus/pci/devices``, ``devices/pci*`` and ``devices/system``."""
 
+    capabilities = backends.Capabilities(bindings=True)
+
     def __init__(self, conf, read_config: ConfigReader | None = None):
         super().__init__(conf)
         self.root = conf.gpu_p2p.sysfs_root

@@ -34,7 +34,8 @@ from nova_gpu_p2p.checks import result
 from nova_gpu_p2p.checks import vfio
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
-from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.fabric import partitions as partitions_mod
+from nova_gpu_p2p.topology import backends
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 from tests.unit import test_check_command
@@ -62,7 +63,7 @@ def hgx_topology(known=MODULES):
     """The corpus HGX host as the fabricmanager backend reads it."""
     found = test_corpus.discover(HGX)
     partitions = tuple(
-        model.FabricPartition(id=pid, gpus=tuple(sorted(
+        partitions_mod.FabricPartition(id=pid, gpus=tuple(sorted(
             known[m] for m in modules)))
         for pid, modules in sorted(fake_fm.H100_PARTITIONS.items())
         if modules <= known.keys())
@@ -75,8 +76,8 @@ def facts(mode=fabric.FabricMode.SHARED_NVSWITCH, backend='fabricmanager',
                           or mode is None and backend == 'fabricmanager'):
         state = fabric.FabricState(fm_partitions(active={3}))
     return fabric.FabricFacts(
-        backend, '/run/fm.sock',
-        fabric.FabricConfig('/fm.cfg', mode, problem), state)
+        backend, backends.capabilities(backend), 'fabricmanager',
+        '/run/fm.sock', fabric.FabricConfig('/fm.cfg', mode, problem), state)
 
 
 def by_subject(checks):
@@ -168,6 +169,7 @@ class TestReachable(testtools.TestCase):
 
     def check(self):
         return fabric.check_reachable(fabric.FabricFacts(
+            'fabricmanager', backends.capabilities('fabricmanager'),
             'fabricmanager', self.fm.address,
             fabric.FabricConfig('/fm.cfg', fabric.FabricMode(1)),
             fabric.ask(self.conf)))
@@ -415,7 +417,7 @@ class TestCheckCLI(test_check_command.CheckCLIBase):
         reads the module IDs kept before.
         """
         self.useFixture(fixtures.MockPatch(
-            'nova_gpu_p2p.fabric.module_ids.read_nvml',
+            'nova_gpu_p2p.topology.module_ids.read_nvml',
             return_value=({}, 'NVML is not available: no GPU on nvidia')))
         kept = os.path.join(self.root, 'module_ids.json')
         with open(kept, 'w') as f:

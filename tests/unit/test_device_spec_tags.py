@@ -20,7 +20,7 @@ import fixtures
 import testtools
 
 from nova_gpu_p2p import device_spec_tags
-from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.fabric import partitions as partitions_mod
 
 A = '0000:03:00.0'
 B = '0000:04:00.0'
@@ -240,9 +240,9 @@ class TestPartitions(testtools.TestCase):
         self.assertEqual(
             {A: {0: 3, 2: 2}, B: {0: 3, 2: 2}, C: {0: 3}},
             device_spec_tags.partition_sizes((
-                model.FabricPartition(0, (A, B, C)),
-                model.FabricPartition(2, (A, B)),
-                model.FabricPartition(7, (C,)))))
+                partitions_mod.FabricPartition(0, (A, B, C)),
+                partitions_mod.FabricPartition(2, (A, B)),
+                partitions_mod.FabricPartition(7, (C,)))))
 
     def test_no_partitions(self):
         self.assertEqual({}, device_spec_tags.partition_sizes(()))

@@ -37,7 +37,6 @@ from nova_gpu_p2p import action_events
 from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import driver
 from nova_gpu_p2p import exception
-from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p import min_versions
@@ -45,8 +44,10 @@ from nova_gpu_p2p import nova_signatures
 from nova_gpu_p2p import outage
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as cliques
+from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import module_ids
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 from tests.unit import test_corpus
@@ -109,7 +110,7 @@ def _host_gpus():
     functions = {f.address: f for f in (
         _gpu(GPU_A, 0, 'pci0000:00'), _gpu(GPU_B, 0, 'pci0000:00'),
         _gpu(GPU_C, 1, 'pci0000:80'))}
-    return discovery.HostGPUs(
+    return host_gpus.HostGPUs(
         topology=model.HostTopology(functions=functions),
         cliques=cliques.Cliques(groups=((GPU_A, GPU_B), (GPU_C,)),
                                 ids={GPU_A: 0, GPU_B: 0, GPU_C: None}))
@@ -453,7 +454,7 @@ NODE = 'host1'
 def _sixteen_with_nvlink():
     """16 GPUs in one clique, two of them joined by NVLink."""
     addresses = ['0000:%02x:00.0' % (0x10 + i) for i in range(16)]
-    return discovery.HostGPUs(
+    return host_gpus.HostGPUs(
         topology=model.HostTopology(
             functions={a: _gpu(a, 0, 'pci0000:00') for a in addresses},
             nvlink_pairs=frozenset([frozenset(addresses[:2])])),
@@ -463,7 +464,7 @@ def _sixteen_with_nvlink():
 
 def _no_numa_pair():
     functions = {a: _gpu(a, None, 'pci0000:00') for a in (GPU_A, GPU_B)}
-    return discovery.HostGPUs(
+    return host_gpus.HostGPUs(
         topology=model.HostTopology(functions=functions),
         cliques=cliques.Cliques(groups=((GPU_A, GPU_B),),
                                 ids={GPU_A: 0, GPU_B: 0}))
@@ -554,7 +555,7 @@ class TestUpdateProviderTree(testtools.TestCase):
         self.assertEqual(NOVA_TRAITS | {OPERATOR} | t.ALL_OURS, self.update())
 
     def test_no_gpus(self):
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}))
         self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
@@ -600,7 +601,7 @@ class TestUpdateProviderTree(testtools.TestCase):
 
     def test_discovery_error_reports_none(self):
         self.update()
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}),
             error='no such file: /sys/bus/pci/devices')
@@ -608,7 +609,7 @@ class TestUpdateProviderTree(testtools.TestCase):
 
     def test_error_wins_over_a_topology(self):
         good = _sixteen_with_nvlink()
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=good.topology, cliques=good.cliques, error='boom')
         self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
 
@@ -707,7 +708,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.driver._host_gpus = dataclasses.replace(
             host, topology=dataclasses.replace(
                 host.topology, fabric_partitions=(
-                    model.FabricPartition(0, (GPU_A, GPU_B)),)))
+                    partitions.FabricPartition(0, (GPU_A, GPU_B)),)))
         part = 'CUSTOM_GPU_P2P_PARTITION_0'
         self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0', part)
         self.add_device(GPU_B, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
@@ -771,7 +772,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.update()
         self.assertEqual('', self.log.output)
         host = _host_gpus()
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=host.topology,
             cliques=cliques.Cliques(groups=((GPU_A, GPU_B, GPU_C),),
                                     ids={GPU_A: 0, GPU_B: 0, GPU_C: 0}))
@@ -784,7 +785,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         # upper case, and the check must still find it.
         functions = {a: _gpu(a, 1, 'pci0000:80')
                      for a in ('0000:8a:00.0', '0000:8b:00.0')}
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions=functions),
             cliques=cliques.Cliques(
                 groups=(('0000:8a:00.0', '0000:8b:00.0'),),
@@ -894,7 +895,7 @@ class _FabricManagerBase(testtools.TestCase):
                          module_id_file=self.module_file,
                          group='gpu_p2p')
         self.driver = virt_driver.load_compute_driver(None)
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={},
                                         fabric_partitions=PARTITIONS),
             cliques=cliques.Cliques(groups=(), ids={}))
@@ -1000,7 +1001,7 @@ class TestFabricManagerLifecycle(_FabricManagerBase):
 
     def test_last_known_partitions_while_discovery_fails(self):
         self.create(5)
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}), error='FM down')
         self.fm.down()
@@ -1008,7 +1009,7 @@ class TestFabricManagerLifecycle(_FabricManagerBase):
 
     def partitions_never_known(self):
         self.conf.config(topology_backend='fabricmanager', group='gpu_p2p')
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}),
             error='Fabric Manager unreachable')
@@ -1066,7 +1067,7 @@ class TestFabricManagerLifecycle(_FabricManagerBase):
     def test_new_driver_without_kept_partitions_discovers(self):
         discover = self.new_driver()
         discover.side_effect = lambda: setattr(
-            self.driver, '_host_gpus', discovery.HostGPUs(
+            self.driver, '_host_gpus', host_gpus.HostGPUs(
                 topology=model.HostTopology(functions={},
                                             fabric_partitions=PARTITIONS),
                 cliques=cliques.Cliques(groups=(), ids={})))
@@ -1141,7 +1142,7 @@ class TestFabricManagerOutage(_FabricManagerBase):
                 test_corpus.discover('hgx-8gpu-nvswitch-2numa'),
                 fabric_partitions=PARTITIONS),
             nova_conf.CONF, link_class.LinkClass.SYS)
-        self.down = discovery.HostGPUs(
+        self.down = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}),
             error='cannot read the partitions of NVIDIA Fabric Manager')

@@ -31,13 +31,14 @@ import fixtures
 import testtools
 
 from nova_gpu_p2p import exception
-from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p.fabric import nvfm
+from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import fabricmanager
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import module_ids
 from nova_gpu_p2p.topology import sysfs
 from nova_gpu_p2p import traits
 from tests.fixtures import fake_fm
@@ -105,7 +106,7 @@ class TestPartitions(BackendTestCase):
     def test_h100_partitions_by_address(self):
         topology = self.discover()
         self.assertEqual(
-            tuple(model.FabricPartition(id=i, gpus=gpus(*modules))
+            tuple(partitions.FabricPartition(id=i, gpus=gpus(*modules))
                   for i, modules in sorted(
                       fake_fm.H100_PARTITIONS.items())),
             topology.fabric_partitions)

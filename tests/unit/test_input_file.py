@@ -26,9 +26,9 @@ import testtools
 
 from nova_gpu_p2p.checks import fabric as fabric_checks
 from nova_gpu_p2p import exception
-from nova_gpu_p2p.fabric import module_ids
 from nova_gpu_p2p import input_file
 from nova_gpu_p2p.topology import capture
+from nova_gpu_p2p.topology import module_ids
 from nova_gpu_p2p.topology import static
 from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import deadline

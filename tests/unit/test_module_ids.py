@@ -12,7 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""GPU module IDs from NVML and the kept file (fabric.module_ids)."""
+"""GPU module IDs from NVML and the kept file (topology.module_ids)."""
 
 import json
 import os
@@ -24,7 +24,7 @@ import fixtures
 import testtools
 
 from nova_gpu_p2p import exception
-from nova_gpu_p2p.fabric import module_ids
+from nova_gpu_p2p.topology import module_ids
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 from tests.unit import test_nvml_backend
