@@ -209,8 +209,9 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     def _running_devices(self) -> dict[str, tuple[str, ...]]:
         """Instance UUID -> host PCI addresses, of each running domain."""
-        return {guest.uuid: lifecycle.hostdev_addresses(guest.get_xml_desc())
-                for guest in self._host.list_guests(only_running=True)}
+        guests = self._host.list_guests(only_running=True)
+        return {guest.uuid: nova_guest.hostdev_addresses(guest.get_xml_desc())
+                for guest in guests}
 
     def _fm_session(self, call: Callable[..., Any], *args: Any) -> Any:
         """A Fabric Manager session in a native thread; notes outages."""
@@ -259,7 +260,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
                                          power_on, pause, post_xml_callback)
         required = extra_specs.requires_clique(instance.flavor.extra_specs)
         with self._fabric.starting(
-                instance.uuid, lifecycle.hostdev_addresses(xml),
+                instance.uuid, nova_guest.hostdev_addresses(xml),
                 exact_only=required and new_build) as activation:
             outcome = activation.outcome(new_build, required)
             if outcome.refusal is not None:

@@ -52,6 +52,7 @@ CALLABLES = {
     'nova.virt.libvirt.host:Host.get_capabilities': (),
     'nova.virt.libvirt.host:Host.list_guests': ('only_running',),
     'nova.virt.libvirt.guest:Guest.get_xml_desc': (),
+    'nova.virt.libvirt.config:LibvirtConfigObject.parse_str': ('xmlstr',),
     # A property: present is all we can check.
     'nova.virt.libvirt.guest:Guest.uuid': None,
     'nova.compute.provider_tree:ProviderTree.exists': ('name_or_uuid',),

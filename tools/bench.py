@@ -69,6 +69,7 @@ from harness import scheduling_sim  # noqa: E402
 from nova_gpu_p2p import conf  # noqa: E402
 from nova_gpu_p2p import extra_specs  # noqa: E402
 from nova_gpu_p2p.fabric import partitions  # noqa: E402
+from nova_gpu_p2p import pci_address  # noqa: E402
 from nova_gpu_p2p import privsep  # noqa: E402
 from nova_gpu_p2p.scheduler import clique_fit  # noqa: E402
 from nova_gpu_p2p.topology import discovery  # noqa: E402
@@ -849,7 +850,7 @@ def _interleaved(funcs: dict[str, Callable[[], object]],
 def _machine_addresses() -> tuple[list[str], str]:
     """This machine's PCI bridges, or all its functions if under two."""
     devices = os.path.join(privsep.SYS, 'bus', 'pci', 'devices')
-    names = sorted(n for n in os.listdir(devices) if privsep.is_address(n))
+    names = sorted(n for n in os.listdir(devices) if pci_address.is_sysfs(n))
     bridges = []
     for name in names:
         with open(os.path.join(devices, name, 'class')) as f:

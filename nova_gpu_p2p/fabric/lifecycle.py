@@ -38,7 +38,6 @@ import contextlib
 import dataclasses
 from typing import Any
 
-from lxml import etree
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
@@ -92,15 +91,6 @@ class Outcome:
     refusal: str | None = None
     lost: str | None = None
     note: str | None = None
-
-
-def hostdev_addresses(xml: str) -> tuple[str, ...]:
-    """The host PCI addresses of a libvirt domain XML's PCI hostdevs."""
-    return tuple(
-        '%04x:%02x:%02x.%x' % tuple(int(address.get(part), 16) for part in (
-            'domain', 'bus', 'slot', 'function'))
-        for address in etree.fromstring(xml).iterfind(
-            "./devices/hostdev[@type='pci']/source/address"))
 
 
 def _direct(func: Callable[..., Any], *args: Any) -> Any:

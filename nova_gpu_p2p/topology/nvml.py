@@ -50,8 +50,7 @@ def bus_id_address(bus_id: bytes | str) -> str:
     """
     if isinstance(bus_id, bytes):
         bus_id = bus_id.decode('ascii')
-    domain, _, rest = bus_id.partition(':')
-    return pci_address.normalize('%04x:%s' % (int(domain, 16), rest))
+    return pci_address.from_nvml(bus_id)
 
 
 @contextlib.contextmanager
