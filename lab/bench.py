@@ -69,6 +69,7 @@ from lab import scheduling_sim  # noqa: E402
 from nova_gpu_p2p import conf  # noqa: E402
 from nova_gpu_p2p import extra_specs  # noqa: E402
 from nova_gpu_p2p.fabric import partitions  # noqa: E402
+from nova_gpu_p2p import pci_address  # noqa: E402
 from nova_gpu_p2p import privsep  # noqa: E402
 from nova_gpu_p2p.scheduler import clique_fit  # noqa: E402
 from nova_gpu_p2p.topology import discovery  # noqa: E402
@@ -258,7 +259,7 @@ METRIC_NOTES = {
 SCALE = 'guest_xml_scale'
 SCALE_ROUNDS = 7
 SCALE_CALLS = 10
-#: Bytes the cached topology (discovery.HostGPUs) keeps, per corpus host.
+#: Bytes the cached topology (host_gpus.HostGPUs) keeps, per corpus host.
 MEMORY = 'topology_memory'
 #: Discovery of the 16-GPU, ~500-function host must stay under this.
 DISCOVERY_GOAL_S = 0.100
@@ -474,7 +475,7 @@ def print_guest_xml_scale(result: dict) -> None:
 
 
 def topology_memory() -> dict:
-    """Bytes one cached discovery.HostGPUs keeps, per corpus host.
+    """Bytes one cached host_gpus.HostGPUs keeps, per corpus host.
 
     tracemalloc around a second discovery (the first warms the caches
     discovery shares between calls), with the result kept alive.
@@ -499,7 +500,7 @@ def topology_memory() -> dict:
 
 
 def print_topology_memory(result: dict, timings: dict) -> None:
-    print('\nDiscovery and the cached topology (discovery.HostGPUs; '
+    print('\nDiscovery and the cached topology (host_gpus.HostGPUs; '
           'tracemalloc of what one discovery keeps)')
     print('  %-28s %9s %5s %13s %11s %11s' % (
         'host', 'functions', 'GPUs', 'discovery ms', 'cached KiB',
@@ -849,7 +850,7 @@ def _interleaved(funcs: dict[str, Callable[[], object]],
 def _machine_addresses() -> tuple[list[str], str]:
     """This machine's PCI bridges, or all its functions if under two."""
     devices = os.path.join(privsep.SYS, 'bus', 'pci', 'devices')
-    names = sorted(n for n in os.listdir(devices) if privsep.is_address(n))
+    names = sorted(n for n in os.listdir(devices) if pci_address.is_sysfs(n))
     bridges = []
     for name in names:
         with open(os.path.join(devices, name, 'class')) as f:

@@ -33,7 +33,7 @@ that alone, and the servers' GPUs as Nova claimed them, it scores:
     fails with error 802 (system not ready) on a GPU in none (goal 100%).
 
 Pure functions over addresses; the host's truth is its partitions
-(:class:`nova_gpu_p2p.topology.model.FabricPartition`).
+(:class:`nova_gpu_p2p.fabric.partitions.FabricPartition`).
 
 The strategies (:data:`STRATEGIES`) differ in which GPUs Nova gives a
 server and in which partitions are active. The benchmark measures two
@@ -56,7 +56,6 @@ import itertools
 
 from lab import decision_quality
 from nova_gpu_p2p.fabric import partitions as fabric_partitions
-from nova_gpu_p2p.topology import model
 
 #: The metrics, in the order the benchmark prints them.
 METRICS = ('nvlink_pairs', 'one_partition', 'cross_tenant', 'cuda_ready')
@@ -65,7 +64,7 @@ GOAL_NONE = frozenset(('cross_tenant',))
 
 
 def score(servers: Sequence[Sequence[str]],
-          partitions: Sequence[model.FabricPartition],
+          partitions: Sequence[fabric_partitions.FabricPartition],
           active: Iterable[int]) -> dict[str, decision_quality.Share]:
     """The metrics of the module doc for servers on one board.
 
@@ -96,14 +95,14 @@ def score(servers: Sequence[Sequence[str]],
     }
 
 
-def whole_board(partitions: Sequence[model.FabricPartition],
+def whole_board(partitions: Sequence[fabric_partitions.FabricPartition],
                 servers: Sequence[Sequence[str]],
                 measured: Iterable[int]) -> frozenset[int]:
     """An operator's one-off activation: the partition of the whole board."""
     return frozenset({max(partitions, key=lambda p: len(p.gpus)).id})
 
 
-def per_server_hook(partitions: Sequence[model.FabricPartition],
+def per_server_hook(partitions: Sequence[fabric_partitions.FabricPartition],
                     servers: Sequence[Sequence[str]],
                     measured: Iterable[int]) -> frozenset[int]:
     """A hook's activations: each server's partition, or its 1-GPU ones."""
@@ -112,15 +111,15 @@ def per_server_hook(partitions: Sequence[model.FabricPartition],
                          partitions, gpus).ids)
 
 
-def as_measured(partitions: Sequence[model.FabricPartition],
+def as_measured(partitions: Sequence[fabric_partitions.FabricPartition],
                 servers: Sequence[Sequence[str]],
                 measured: Iterable[int]) -> frozenset[int]:
     """What Fabric Manager said was active."""
     return frozenset(measured)
 
 
-Active = Callable[[Sequence[model.FabricPartition], Sequence[Sequence[str]],
-                   Iterable[int]], frozenset[int]]
+Active = Callable[[Sequence[fabric_partitions.FabricPartition],
+                   Sequence[Sequence[str]], Iterable[int]], frozenset[int]]
 #: Strategy -> (whose cloud's GPUs: ours or Nova's, what is active).
 STRATEGIES: dict[str, tuple[bool, Active]] = {
     'stock': (False, as_measured),
@@ -133,7 +132,7 @@ STRATEGIES: dict[str, tuple[bool, Active]] = {
 
 
 def pooled(records: Iterable[Mapping],
-           partitions: Sequence[model.FabricPartition]
+           partitions: Sequence[fabric_partitions.FabricPartition]
            ) -> dict[str, dict[str, decision_quality.Share]]:
     """Each strategy's metrics over the benchmark's sequences.
 

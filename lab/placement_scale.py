@@ -78,7 +78,7 @@ from placement.tests.functional.fixtures import placement as placement_fixture
 import requests
 import sqlalchemy
 
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import scheduler
@@ -603,7 +603,7 @@ def _scheduler_host(layout: Layout, candidates: Sequence[Sequence[int]],
         numa_node=gpu * SOCKETS // layout.gpus,
         count=0 if gpu in busy else 1,
         tags={'dev_type': ALIAS['device_type'], 'rp_uuid': providers[gpu],
-              device_spec.CLIQUE_TAG: str(layout.clique_of(gpu))})
+              device_spec_tags.CLIQUE_TAG: str(layout.clique_of(gpu))})
         for gpu in range(layout.gpus)])
     groups = [group.requester_id for group in spec.requested_resources]
     host = host_manager.HostState('gpu-host', 'gpu-host', uuid.uuid4())

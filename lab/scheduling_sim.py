@@ -92,6 +92,7 @@ from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as cliques_mod
+from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
@@ -209,7 +210,7 @@ def make_host(name: str, clique_ids: Mapping[str, int | None]) -> Host:
 
 
 @functools.cache
-def _discover(corpus_name: str, level: str) -> discovery.HostGPUs:
+def _discover(corpus_name: str, level: str) -> host_gpus.HostGPUs:
     with tempfile.TemporaryDirectory(
             dir=sysfs_builder.scratch_dir()) as root:
         sysfs_builder.build(corpus.host(corpus_name), root)

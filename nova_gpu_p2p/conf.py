@@ -17,8 +17,9 @@
 from oslo_config import cfg
 from oslo_config import types
 
-from nova_gpu_p2p import limits
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import pci_address
+from nova_gpu_p2p.topology import host_cliques
 from nova_gpu_p2p.topology import pci_ids
 
 GROUP = cfg.OptGroup(
@@ -66,10 +67,10 @@ class CliqueAssignment(_ParsedType):
             raise ValueError(
                 f"'{value}' is not BDF:ID (for example 0000:81:00.0:0)")
         clique_id = int(clique)
-        if clique_id > limits.MAX_CLIQUE_ID:
+        if clique_id > host_cliques.MAX_CLIQUE_ID:
             raise ValueError(
                 f"clique ID {clique_id} in '{value}' is out of range: QEMU "
-                f"accepts 0 to {limits.MAX_CLIQUE_ID}")
+                f"accepts 0 to {host_cliques.MAX_CLIQUE_ID}")
         return pci_address.normalize(address), clique_id
 
     def _formatter(self, value) -> str:
@@ -306,15 +307,6 @@ OPTS = [
 ]
 
 
-class InvalidConfig(Exception):
-    """nova-compute must not start with these ``[gpu_p2p]`` options.
-
-    Deliberately not a ValueError: Nova's driver loader reports any
-    ValueError as "driver is not of type ComputeDriver", which would hide
-    the real reason from the operator.
-    """
-
-
 def register_opts(conf: cfg.ConfigOpts) -> None:
     # A group object of its own: oslo.config keeps each option's overrides
     # in the OptGroup it was given, so sharing GROUP between ConfigOpts
@@ -330,19 +322,15 @@ def validate(conf: cfg.ConfigOpts) -> None:
     oslo.config parses a value only when it is first read; without this a
     typo would surface at the first GPU boot instead. Raises oslo.config's
     InvalidConfig carrying oslo.config's own message, which names the
-    option, the file and the allowed values, or naming the options that
-    contradict each other.
+    option, the file and the allowed values.
     """
     group = conf[GROUP.name]
     for opt in OPTS:
         try:
             getattr(group, opt.dest)
         except ValueError as exc:
-            raise InvalidConfig(f'[{GROUP.name}] {opt.dest}: {exc}') from exc
-    if group.topology_backend == 'static' and not group.static_topology_file:
-        raise InvalidConfig(
-            '[gpu_p2p] topology_backend = static needs [gpu_p2p] '
-            'static_topology_file to name the topology file')
+            raise exception.InvalidConfig(
+                f'[{GROUP.name}] {opt.dest}: {exc}') from exc
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:

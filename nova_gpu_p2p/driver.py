@@ -25,25 +25,29 @@ import time
 from typing import Any
 
 from nova import conf as nova_conf
-from nova import exception
+from nova import exception as nova_exception
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_log import log as logging
 
+from nova_gpu_p2p import action_events
 from nova_gpu_p2p import conf
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.fabric import lifecycle
 from nova_gpu_p2p.fabric import nvfm
+from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.guest import metadata
 from nova_gpu_p2p.guest import nova_guest
 from nova_gpu_p2p.guest import plan as plan_mod
-from nova_gpu_p2p import instance_events
-from nova_gpu_p2p import limits
+from nova_gpu_p2p import min_versions
 from nova_gpu_p2p import native_thread
-from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p import nova_signatures
 from nova_gpu_p2p import outage
+from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import fabricmanager
+from nova_gpu_p2p.topology import host_gpus as host_gpus_mod
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 
@@ -53,14 +57,14 @@ LOG = logging.getLogger(__name__)
 conf.register_opts(CONF)
 
 
-class HostCannotHonour(exception.ComputeResourcesUnavailable):
+class HostCannotHonour(nova_exception.ComputeResourcesUnavailable):
     """This host cannot give the flavor what it requires; another may.
 
     Nova's compute manager turns it into a reschedule.
     """
 
 
-class FlavorCannotBeHonoured(exception.InvalidInput):
+class FlavorCannotBeHonoured(nova_exception.InvalidInput):
     """No host can: the flavor or image must change.
 
     Nova's compute manager aborts the build with this message as the
@@ -77,11 +81,12 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     def __init__(self, virtapi, read_only: bool = False) -> None:
         conf.validate(CONF)
-        nova_hooks.check()
+        backends.validate(CONF)
+        nova_signatures.check()
         super().__init__(virtapi, read_only=read_only)
-        self._host_gpus: discovery.HostGPUs | None = None
+        self._host_gpus: host_gpus_mod.HostGPUs | None = None
         self._device_trait_problems: list[str] = []
-        self._partitions_seen: tuple[model.FabricPartition, ...] = ()
+        self._partitions_seen: tuple[partitions_mod.FabricPartition, ...] = ()
         self._outages = outage.Outages()
         self._rediscovery = outage.Retry(self.REDISCOVERY_INTERVAL_S)
         self._fabric = lifecycle.Lifecycle(
@@ -93,7 +98,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
                  CONF.gpu_p2p.acs_policy)
 
     @property
-    def host_gpus(self) -> discovery.HostGPUs:
+    def host_gpus(self) -> host_gpus_mod.HostGPUs:
         """The cached topology; discovered on first use."""
         if self._host_gpus is None:
             self.refresh_host_gpus()
@@ -108,7 +113,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
     #: again at most this often; the periodic update does regardless.
     REDISCOVERY_INTERVAL_S = 5.0
 
-    def refresh_host_gpus(self) -> discovery.HostGPUs:
+    def refresh_host_gpus(self) -> host_gpus_mod.HostGPUs:
         """Discover again, in a native thread: the greenthreads carry on.
 
         Under eventlet every greenthread of nova-compute shares one OS
@@ -137,7 +142,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._outages.answered()
         return found
 
-    def _host_gpus_for_start(self) -> discovery.HostGPUs:
+    def _host_gpus_for_start(self) -> host_gpus_mod.HostGPUs:
         """The topology, discovered again if Fabric Manager failed it.
 
         Otherwise the host refused new builds until the next periodic
@@ -146,7 +151,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         """
         host = self.host_gpus
         if (not host.error
-                or CONF.gpu_p2p.topology_backend != 'fabricmanager'
+                or not self._partitions_backend()
                 or not self._rediscovery.due()):
             return host
         try:
@@ -183,7 +188,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         super().init_host(host)
         self._fabric_quietly(self._fabric.reconcile)
 
-    def _fabric_partitions(self) -> tuple[model.FabricPartition, ...]:
+    def _fabric_partitions(self) -> tuple[partitions_mod.FabricPartition, ...]:
         """The host's Fabric Manager partitions (none without it).
 
         While Fabric Manager is down, and discovery with it, the last
@@ -196,8 +201,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             found = self._host_gpus.topology.fabric_partitions
             if found:
                 self._partitions_seen = found
-        if (not self._partitions_seen
-                and CONF.gpu_p2p.topology_backend == 'fabricmanager'):
+        if not self._partitions_seen and self._partitions_backend():
             self._partitions_seen = fabricmanager.kept_partitions(CONF)
         if not self._partitions_seen and self._host_gpus is None:
             self._partitions_seen = self.host_gpus.topology.fabric_partitions
@@ -205,14 +209,15 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     def _running_devices(self) -> dict[str, tuple[str, ...]]:
         """Instance UUID -> host PCI addresses, of each running domain."""
-        return {guest.uuid: lifecycle.hostdev_addresses(guest.get_xml_desc())
-                for guest in self._host.list_guests(only_running=True)}
+        guests = self._host.list_guests(only_running=True)
+        return {guest.uuid: nova_guest.hostdev_addresses(guest.get_xml_desc())
+                for guest in guests}
 
     def _fm_session(self, call: Callable[..., Any], *args: Any) -> Any:
         """A Fabric Manager session in a native thread; notes outages."""
         try:
             result = native_thread.run(call, *args)
-        except nvfm.FmUnavailable:
+        except exception.FmUnavailable:
             self._outages.failed()
             raise
         self._outages.answered()
@@ -255,7 +260,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
                                          power_on, pause, post_xml_callback)
         required = extra_specs.requires_clique(instance.flavor.extra_specs)
         with self._fabric.starting(
-                instance.uuid, lifecycle.hostdev_addresses(xml),
+                instance.uuid, nova_guest.hostdev_addresses(xml),
                 exact_only=required and new_build) as activation:
             outcome = activation.outcome(new_build, required)
             if outcome.refusal is not None:
@@ -268,6 +273,12 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             return super()._create_guest(context, xml, instance,
                                          power_on, pause, post_xml_callback)
 
+    @staticmethod
+    def _partitions_backend() -> bool:
+        """Whether the topology backend activates partitions for servers."""
+        return backends.capabilities(
+            CONF.gpu_p2p.topology_backend).partitions
+
     def _partitions_unknown(self, instance) -> str | None:
         """Why GPUs get no partition on a host whose FM never answered.
 
@@ -276,7 +287,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         """
         gpus = sorted(device.address for device in instance.pci_devices or ()
                       if device.vendor_id == model.NVIDIA_VENDOR_HEX)
-        if CONF.gpu_p2p.topology_backend != 'fabricmanager' or not gpus:
+        if not self._partitions_backend() or not gpus:
             return None
         return ('no Fabric Manager partition is known on this host (%s), so '
                 'GPUs %s get none: no NVLink, and no CUDA until one holding '
@@ -289,10 +300,10 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         self._fabric_quietly(self._fabric.release)
 
     def _libvirt_version(self) -> tuple[int, int, int]:
-        return limits.unpack(self._host.get_connection().getLibVersion())
+        return min_versions.unpack(self._host.get_connection().getLibVersion())
 
     def _qemu_version(self) -> tuple[int, int, int]:
-        return limits.unpack(self._host.get_connection().getVersion())
+        return min_versions.unpack(self._host.get_connection().getVersion())
 
     def p2p_traits(self) -> set[str]:
         """Our traits this host should carry now (none when disabled)."""
@@ -330,21 +341,21 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         Nova names a PCI device's provider ``<nodename>_<ADDRESS>`` and
         rewrites its traits from ``[pci] device_spec`` on every update, so
         this only checks what the operator configured (see
-        :mod:`nova_gpu_p2p.device_spec`); a problem is logged when it
+        :mod:`nova_gpu_p2p.device_spec_tags`); a problem is logged when it
         first appears, not every period.
         """
         ids = self.host_gpus.cliques.ids
         provider_traits = {}
         for address in ids:
-            name = device_spec.provider_name(nodename, address)
+            name = device_spec_tags.provider_name(nodename, address)
             if provider_tree.exists(name):
                 provider_traits[address] = provider_tree.data(name).traits
         functions = self.host_gpus.topology.functions
-        spec_tags = device_spec.configured_tags(
+        spec_tags = device_spec_tags.configured_tags(
             CONF.pci.device_spec,
             [(a, functions[a].vendor, functions[a].device) for a in ids])
-        problems = device_spec.problems(
-            ids, provider_traits, spec_tags, device_spec.partition_sizes(
+        problems = device_spec_tags.problems(
+            ids, provider_traits, spec_tags, device_spec_tags.partition_sizes(
                 self.host_gpus.topology.fabric_partitions))
         for problem in problems:
             if problem not in self._device_trait_problems:
@@ -372,7 +383,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         new_build = nova_guest.is_new_build(instance)
         try:
             request = extra_specs.parse(instance.flavor.extra_specs)
-        except extra_specs.InvalidExtraSpec as exc:
+        except exception.InvalidExtraSpec as exc:
             if new_build:
                 raise FlavorCannotBeHonoured(reason=str(exc)) from exc
             self._report_lost(context, instance, [str(exc)])
@@ -417,9 +428,9 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         LOG.warning('GPU P2P: the server keeps running without what its '
                     'flavor requires (a new build would be refused on this '
                     'host): %s', ' | '.join(lost), instance=instance)
-        instance_events.record(context, instance, instance_events.LOST,
-                               'GPU P2P layout degraded: %s'
-                               % ' | '.join(lost))
+        action_events.record(context, instance, action_events.LOST,
+                             'GPU P2P layout degraded: %s'
+                             % ' | '.join(lost))
 
     def check_can_live_migrate_source(self, context, instance,
                                       dest_check_data,
@@ -434,9 +445,9 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         reason = live_migration_refusal(instance)
         if reason is not None:
             LOG.warning(reason, instance=instance)
-            instance_events.record(
-                context, instance, instance_events.LIVE_MIGRATION, reason)
-            raise exception.MigrationPreCheckError(reason=reason)
+            action_events.record(
+                context, instance, action_events.LIVE_MIGRATION, reason)
+            raise nova_exception.MigrationPreCheckError(reason=reason)
         return super().check_can_live_migrate_source(
             context, instance, dest_check_data,
             block_device_info=block_device_info)
@@ -446,7 +457,7 @@ def live_migration_refusal(instance) -> str | None:
     """Why this instance may not be live-migrated; None when it may."""
     try:
         wanted = extra_specs.parse(instance.flavor.extra_specs).wanted
-    except extra_specs.InvalidExtraSpec:
+    except exception.InvalidExtraSpec:
         wanted = True  # unknown: fail closed
     if not wanted or not instance.pci_devices:
         return None

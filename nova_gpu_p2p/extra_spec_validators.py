@@ -32,9 +32,10 @@ import importlib.metadata
 import re
 
 from nova.api.validation.extra_specs import base
-from nova import exception
+from nova import exception as nova_exception
 from nova.objects import fields
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import pcihole64
 
@@ -57,7 +58,7 @@ MAXPHYSADDR_BITS_ALLOWED = (
 def parse_maxphysaddr_mode(value: str) -> str:
     """Nova's own check is at boot; the API should refuse it up front."""
     if value not in MAXPHYSADDR_MODES:
-        raise extra_specs.InvalidExtraSpec(
+        raise exception.InvalidExtraSpec(
             MAXPHYSADDR_MODE_KEY, value, MAXPHYSADDR_MODE_ALLOWED)
     return value
 
@@ -66,7 +67,7 @@ def parse_maxphysaddr_bits(value: str) -> int:
     """Nova takes any integer; QEMU would refuse the guest at start."""
     if not (value.isascii() and value.isdigit()
             and MIN_PHYS_BITS <= int(value) <= MAX_PHYS_BITS):
-        raise extra_specs.InvalidExtraSpec(
+        raise exception.InvalidExtraSpec(
             MAXPHYSADDR_BITS_KEY, value, MAXPHYSADDR_BITS_ALLOWED)
     return int(value)
 
@@ -92,8 +93,8 @@ class _ParsedValidator(base.ExtraSpecValidator):
         # us on the interface its extension point documents.
         try:
             _PARSERS[name](value)
-        except extra_specs.InvalidExtraSpec as exc:
-            raise exception.ValidationError(f'Validation failed; {exc}')
+        except exception.InvalidExtraSpec as exc:
+            raise nova_exception.ValidationError(f'Validation failed; {exc}')
 
 
 EXTRA_SPEC_VALIDATORS = [

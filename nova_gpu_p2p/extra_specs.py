@@ -23,7 +23,8 @@ from collections.abc import Mapping
 import dataclasses
 import enum
 
-from nova_gpu_p2p import limits
+from nova_gpu_p2p import exception
+from nova_gpu_p2p.topology import host_cliques
 
 CLIQUE_KEY = 'hw:gpu_p2p_clique'
 NUMA_AFFINITY_KEY = 'hw:gpu_numa_affinity'
@@ -44,26 +45,14 @@ class NumaAffinity(str, enum.Enum):
 
 CLIQUE_VALUES = (
     (CliqueMode.NONE.value, CliqueMode.AUTO.value, CliqueMode.REQUIRED.value)
-    + tuple(str(i) for i in range(limits.MAX_CLIQUE_ID + 1)))
+    + tuple(str(i) for i in range(host_cliques.MAX_CLIQUE_ID + 1)))
 CLIQUE_ALLOWED = (
     f'{CliqueMode.NONE.value}, {CliqueMode.AUTO.value}, '
     f'{CliqueMode.REQUIRED.value} or a clique ID from 0 to '
-    f'{limits.MAX_CLIQUE_ID}')
+    f'{host_cliques.MAX_CLIQUE_ID}')
 NUMA_AFFINITY_VALUES = tuple(mode.value for mode in NumaAffinity)
 NUMA_AFFINITY_ALLOWED = ', '.join(NUMA_AFFINITY_VALUES[:-1]) + (
     f' or {NUMA_AFFINITY_VALUES[-1]}')
-
-
-class InvalidExtraSpec(ValueError):
-    """A flavor extra spec of ours holds a value we do not accept."""
-
-    def __init__(self, key: str, value: str, allowed: str) -> None:
-        self.key = key
-        self.value = value
-        self.allowed = allowed
-        super().__init__(
-            f"Invalid value '{value}' for flavor extra spec {key}: "
-            f"allowed values are {allowed}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +81,7 @@ def parse_clique(value: str | None) -> CliqueRequest:
     if value is None:
         return CliqueRequest()
     if value not in CLIQUE_VALUES:
-        raise InvalidExtraSpec(CLIQUE_KEY, value, CLIQUE_ALLOWED)
+        raise exception.InvalidExtraSpec(CLIQUE_KEY, value, CLIQUE_ALLOWED)
     if value.isdigit():
         return CliqueRequest(CliqueMode.FIXED, int(value))
     return CliqueRequest(CliqueMode(value))
@@ -103,7 +92,8 @@ def parse_numa_affinity(value: str | None) -> NumaAffinity:
     if value is None:
         return NumaAffinity.NONE
     if value not in NUMA_AFFINITY_VALUES:
-        raise InvalidExtraSpec(NUMA_AFFINITY_KEY, value, NUMA_AFFINITY_ALLOWED)
+        raise exception.InvalidExtraSpec(
+            NUMA_AFFINITY_KEY, value, NUMA_AFFINITY_ALLOWED)
     return NumaAffinity(value)
 
 
@@ -116,7 +106,7 @@ def requires_clique(extra_specs: Mapping[str, str]) -> bool:
     """
     try:
         request = parse_clique(extra_specs.get(CLIQUE_KEY))
-    except InvalidExtraSpec:
+    except exception.InvalidExtraSpec:
         return False
     return request.mode is CliqueMode.REQUIRED
 

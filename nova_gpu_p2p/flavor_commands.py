@@ -31,6 +31,7 @@ import shlex
 
 from oslo_utils import units
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.topology import model
@@ -72,10 +73,6 @@ BOARD_GPUS = 8
 BOARD_NVSWITCHES = 4
 NVSWITCH_PRODUCT_ID = 0x22a3
 DEFAULT_NVSWITCH_ALIAS = 'nvswitch'
-
-
-class InvalidFlavorRequest(ValueError):
-    """The asked-for flavor cannot be a P2P flavor as given."""
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -180,7 +177,7 @@ def clique_trait(gpus: int) -> str:
 
 def _validate_alias(flag: str, name: str) -> None:
     if not name or ':' in name or ',' in name:
-        raise InvalidFlavorRequest(
+        raise exception.InvalidFlavorRequest(
             '%s %r: give the name of a [pci] alias from nova.conf, '
             'without ":" or ","' % (flag, name))
 
@@ -189,48 +186,48 @@ def _validate_board(request: FlavorRequest) -> None:
     """``--whole-board`` and ``--nvswitch-alias``: only together, 8 GPUs."""
     if not request.whole_board:
         if request.nvswitch_alias is not None:
-            raise InvalidFlavorRequest(
+            raise exception.InvalidFlavorRequest(
                 '--nvswitch-alias %r: only with --whole-board'
                 % request.nvswitch_alias)
         return
     if request.gpus != BOARD_GPUS:
-        raise InvalidFlavorRequest(
+        raise exception.InvalidFlavorRequest(
             '--whole-board --gpus %d: a whole HGX board is %d GPUs and its '
             '%d NVSwitches; give --gpus %d' % (
                 request.gpus, BOARD_GPUS, BOARD_NVSWITCHES, BOARD_GPUS))
     _validate_alias('--nvswitch-alias', request.switch_alias)
     if request.switch_alias == request.alias:
-        raise InvalidFlavorRequest(
+        raise exception.InvalidFlavorRequest(
             '--nvswitch-alias %r: the GPUs\' alias; the NVSwitches need '
             'one of their own' % request.switch_alias)
 
 
 def validate(request: FlavorRequest) -> None:
     if not 2 <= request.gpus <= MAX_GPUS:
-        raise InvalidFlavorRequest(
+        raise exception.InvalidFlavorRequest(
             '--gpus %d: a P2P flavor has 2 to %d GPUs (a clique holds at '
             'most %d)' % (request.gpus, MAX_GPUS, MAX_GPUS))
     _validate_alias('--alias', request.alias)
     _validate_board(request)
     if request.name is not None and (
             not request.name or not request.name.isprintable()):
-        raise InvalidFlavorRequest(
+        raise exception.InvalidFlavorRequest(
             '--name %r: give a name of printable characters' % request.name)
     for flag, value in (('--vcpus', request.vcpu_count),
                         ('--ram', request.ram), ('--disk', request.disk_gb)):
         if value < 1:
-            raise InvalidFlavorRequest('%s %d: must be at least 1'
-                                       % (flag, value))
+            raise exception.InvalidFlavorRequest('%s %d: must be at least 1'
+                                                 % (flag, value))
     bits = maxphysaddr_bits(request)
     if bits is not None and bits > pcihole64.MAX_PHYS_BITS:
-        raise InvalidFlavorRequest(
+        raise exception.InvalidFlavorRequest(
             'GPUs with a %s BAR (--bar-gib, else this host\'s largest) need '
             '%d guest address bits; QEMU allows %d to %d '
             '(hw:maxphysaddr_bits)' % (
                 _size(max(request.gpu_bars or (0,))), bits,
                 pcihole64.MIN_PHYS_BITS, pcihole64.MAX_PHYS_BITS))
     if not 1 <= request.numa_nodes <= request.gpus:
-        raise InvalidFlavorRequest(
+        raise exception.InvalidFlavorRequest(
             '--numa-nodes %d: between 1 and the number of GPUs (%d)'
             % (request.numa_nodes, request.gpus))
     # Only given values can be uneven: the defaults are rounded up.
@@ -238,7 +235,7 @@ def validate(request: FlavorRequest) -> None:
                         ('--ram', request.ram)):
         if value % request.numa_nodes:
             lower = value - value % request.numa_nodes
-            raise InvalidFlavorRequest(
+            raise exception.InvalidFlavorRequest(
                 '%s %d does not split evenly over --numa-nodes %d (Nova '
                 'gives each guest NUMA node the same share): give %s%d' % (
                     flag, value, request.numa_nodes,

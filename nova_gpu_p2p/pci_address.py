@@ -14,6 +14,9 @@
 
 """PCI addresses as operators type them and as sysfs spells them.
 
+The one place that reads ``dddd:bb:ss.f``: from an operator, from NVML,
+from the four fields of libvirt's XML and Nova's config objects.
+
 Not ``nova.pci.utils.parse_address``: that accepts only the full
 ``dddd:bb:ss.f`` form as Nova's PCI records hold it, keeps the case it is
 given and raises Nova's PciDeviceWrongAddressFormat, whereas an operator
@@ -30,6 +33,8 @@ import re
 _ADDRESS = re.compile(
     r'^(?:(?P<domain>[0-9a-fA-F]{1,4}):)?(?P<bus>[0-9a-fA-F]{1,2}):'
     r'(?P<slot>[0-9a-fA-F]{1,2})\.(?P<function>[0-7])$')
+#: The one spelling: sysfs' device names.
+_SYSFS = re.compile(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]')
 
 
 def normalize(text: str) -> str:
@@ -49,3 +54,32 @@ def normalize(text: str) -> str:
         int(match.group('bus'), 16),
         int(match.group('slot'), 16),
         match.group('function'))
+
+
+def is_sysfs(text: object) -> bool:
+    """Whether ``text`` is an address as sysfs spells it: ``dddd:bb:ss.f``.
+
+    Exactly that, lower case: for names read from sysfs and addresses
+    handed to privileged code, where nothing is normalised.
+    """
+    return isinstance(text, str) and bool(_SYSFS.fullmatch(text))
+
+
+def from_fields(domain: str, bus: str, slot: str, function: str) -> str:
+    """The address of four hex fields, as sysfs spells it.
+
+    As libvirt's XML (``0x81``) and Nova's PCI records (``81``) hold them:
+    both read as hex, as in Nova's own ``LibvirtConfigGuestHostdevPCI``
+    comparison.
+    """
+    return '%04x:%02x:%02x.%x' % tuple(
+        int(field, 16) for field in (domain, bus, slot, function))
+
+
+def from_nvml(bus_id: str) -> str:
+    """An NVML bus ID, its domain in 8 hex digits, as sysfs spells it.
+
+    Raises ValueError as :func:`normalize` does.
+    """
+    domain, _, rest = bus_id.partition(':')
+    return normalize('%04x:%s' % (int(domain, 16), rest))

@@ -34,6 +34,8 @@ import os
 import re
 import stat
 
+from nova_gpu_p2p import pci_address
+
 #: The only sysfs the privileged side ever reads.
 SYS = '/sys'
 #: PCI Express extended config space; nothing in sysfs' config is larger.
@@ -42,17 +44,11 @@ MAX_CONFIG_SIZE = 4096
 #: bound on the reply (4 MiB). Callers with more send several batches.
 MAX_BATCH = 1024
 
-_ADDRESS = re.compile(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]')
 _ROOT_COMPLEX = re.compile(r'pci[0-9a-f]{4,}:[0-9a-f]{2}')
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO named config must not hang the open; fstat refuses it.
 _OPEN_CONFIG = (os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
                 | os.O_NONBLOCK)
-
-
-def is_address(address: object) -> bool:
-    """A PCI address as sysfs names devices: ``dddd:bb:ss.f``."""
-    return isinstance(address, str) and bool(_ADDRESS.fullmatch(address))
 
 
 def _check_size(size: object) -> int:
@@ -103,7 +99,7 @@ def read_config(sys_root: str, address: str, size: int) -> bytes:
         where PCI functions are.
     :raises OSError: anything else the kernel refuses.
     """
-    if not is_address(address):
+    if not pci_address.is_sysfs(address):
         raise ValueError('not a PCI address (dddd:bb:ss.f, lower case)')
     _check_size(size)
     link = os.path.join(sys_root, 'bus', 'pci', 'devices', address)

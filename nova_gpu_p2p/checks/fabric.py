@@ -33,11 +33,12 @@ from nova_gpu_p2p_guest import input_file
 from nova_gpu_p2p.checks import nvswitch
 from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import result
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
+from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
 
-BACKEND = 'fabricmanager'
 SERVICE = 'nvidia-fabricmanager'
 #: Where NVIDIA's packages install Fabric Manager's configuration.
 CONFIG_FILE = '/usr/share/nvidia/nvswitch/fabricmanager.cfg'
@@ -73,7 +74,7 @@ class FabricState:
     """What Fabric Manager answered, or the error it answered with."""
 
     partitions: tuple[nvfm.Partition, ...] = ()
-    error: nvfm.FmError | None = None
+    error: exception.FmError | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +82,10 @@ class FabricFacts:
     """What the checks of an HGX host judge, gathered by :func:`gather`."""
 
     backend: str
+    #: What that backend does: activate partitions, map module IDs.
+    can: backends.Capabilities
+    #: The backends that activate partitions, as advice names them.
+    partition_backends: str
     address: str
     config: FabricConfig
     #: None where Fabric Manager was not asked (not in shared mode).
@@ -91,7 +96,7 @@ class FabricFacts:
         """Partitions per server: the mode says so, or the backend does."""
         if self.config.mode is not None:
             return self.config.mode is FabricMode.SHARED_NVSWITCH
-        return self.backend == BACKEND
+        return self.can.partitions
 
 
 def read_config(path: str) -> FabricConfig:
@@ -122,7 +127,7 @@ def ask(conf: typing.Any) -> FabricState:
     try:
         with nvfm.from_conf(conf) as fm:
             return FabricState(fm.partitions())
-    except nvfm.FmError as exc:
+    except exception.FmError as exc:
         return FabricState(error=exc)
 
 
@@ -134,9 +139,12 @@ def gather(conf: typing.Any, config_path: str,
         they could not be read.
     """
     backend = conf.gpu_p2p.topology_backend
-    if backend != BACKEND and not (host and nvswitch.switches(host)):
+    can = backends.capabilities(backend)
+    if not can.partitions and not (host and nvswitch.switches(host)):
         return None
-    facts = FabricFacts(backend, conf.gpu_p2p.fabric_manager_address,
+    facts = FabricFacts(backend, can,
+                        ' or '.join(backends.offering('partitions')),
+                        conf.gpu_p2p.fabric_manager_address,
                         read_config(config_path))
     if facts.shared:
         facts = dataclasses.replace(facts, state=ask(conf))
@@ -157,22 +165,22 @@ def check_mode(facts: FabricFacts) -> result.Check:
             'NVSwitch) gives each server the partition of its GPUs, with '
             '[gpu_p2p] topology_backend = %s; 0 (full passthrough) gives '
             'a server the whole board; or give check --fabricmanager-config '
-            'PATH (%s)' % (SERVICE, MODE_KEY, BACKEND,
+            'PATH (%s)' % (SERVICE, MODE_KEY, facts.partition_backends,
                            result.see(result.Doc.FM_MODE)))
     if mode is FabricMode.SHARED_NVSWITCH:
-        if facts.backend != BACKEND:
+        if not facts.can.partitions:
             return result.failure(
                 subject, '%s in %s, but topology_backend = %s: no '
                 'partition is activated for a server, so its GPUs have no '
                 'NVLink and CUDA fails in the guest (%s)' % (
                     mode.text, config.path, facts.backend, CUDA_NOT_READY),
                 'set [gpu_p2p] topology_backend = %s and restart '
-                'nova-compute' % BACKEND)
+                'nova-compute' % facts.partition_backends)
         return result.success(
             subject, '%s in %s: nova-compute activates the partition of '
             'each server\'s GPUs before it starts'
             % (mode.text, config.path))
-    if mode is FabricMode.FULL_PASSTHROUGH and facts.backend != BACKEND:
+    if mode is FabricMode.FULL_PASSTHROUGH and not facts.can.partitions:
         return result.success(
             subject, '%s in %s: only whole-board servers get NVLink, '
             'running Fabric Manager themselves; %s' % (
@@ -180,8 +188,8 @@ def check_mode(facts: FabricFacts) -> result.Check:
     return result.failure(
         subject, '%s in %s: Fabric Manager here activates no partitions '
         'for guests%s' % (mode.text, config.path,
-                          ', as topology_backend = %s needs' % BACKEND
-                          if facts.backend == BACKEND else ''),
+                          ', as topology_backend = %s needs' % facts.backend
+                          if facts.can.partitions else ''),
         'set %s=1 there and restart %s (%s); or, for whole-board servers, '
         '%s=0 with another topology_backend: %s' % (
             MODE_KEY, SERVICE, result.see(result.Doc.FM_MODE), MODE_KEY,
@@ -197,7 +205,7 @@ def check_reachable(facts: FabricFacts) -> result.Check:
             subject, 'reachable at %s: %d partitions, %d active' % (
                 facts.address, len(state.partitions),
                 sum(p.active for p in state.partitions)))
-    if isinstance(state.error, nvfm.FmNotReady):
+    if isinstance(state.error, exception.FmNotReady):
         return result.warning(
             subject, 'at %s it has no partition data yet (%s): it is '
             'starting, or restarted in restart mode and waits for '
@@ -207,7 +215,7 @@ def check_reachable(facts: FabricFacts) -> result.Check:
             'start; if this persists, check that nova-compute runs with '
             '[gpu_p2p] topology_backend = fabricmanager (%s)'
             % result.see(result.Doc.FM_UNREACHABLE))
-    if isinstance(state.error, nvfm.FmLibraryMissing):
+    if isinstance(state.error, exception.FmLibraryMissing):
         fix = ('install NVIDIA\'s Fabric Manager packages (the library '
                'that comes with %s), or set [gpu_p2p] '
                'fabric_manager_library to its path' % SERVICE)
@@ -311,7 +319,7 @@ def check_managed(bindings: model.HostTopology,
     if pci is None:
         return []
     gpus = [g for g in bindings.gpus() if g.is_nvidia_gpu]
-    tags = device_spec.configured_tags(
+    tags = device_spec_tags.configured_tags(
         pci.device_specs, [(g.address, g.vendor, g.device) for g in gpus])
     unmanaged = sorted(a for a, t in tags.items()
                        if t.get('managed') == 'false')
@@ -351,7 +359,7 @@ def check_fabric(facts: FabricFacts, topology: model.HostTopology,
     checks = check_unread(facts)
     driver = switch_driver(facts)
     checks.extend(nvswitch.check_bindings(bindings, driver))
-    if facts.config.mode is None and facts.backend != BACKEND:
+    if facts.config.mode is None and not facts.can.partitions:
         checks.extend(nvswitch.check_nvswitch(topology))
     if facts.shared:
         checks.extend(check_managed(bindings, pci))
@@ -359,7 +367,7 @@ def check_fabric(facts: FabricFacts, topology: model.HostTopology,
     if state is None or state.error is not None:
         return checks
     where = module_addresses(state.partitions, topology)
-    if facts.backend == BACKEND:
+    if facts.can.module_ids:
         # Other backends map no modules: check_mode says which to set.
         checks.append(check_module_ids(state.partitions, where, topology))
         checks.append(check_single_gpu(state.partitions, where))

@@ -15,13 +15,13 @@
 """Scheduling: the GPUs in placement, each with its clique.
 
 Judged only from a nova.conf's ``[pci]``; the rules for a device_spec
-entry are :mod:`nova_gpu_p2p.device_spec`'s.
+entry are :mod:`nova_gpu_p2p.device_spec_tags`'s.
 """
 
 import dataclasses
 
 from nova_gpu_p2p.checks import result
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.topology import host_cliques
 from nova_gpu_p2p.topology import model
 
@@ -62,14 +62,15 @@ def check_placement(topology: model.HostTopology,
             'pci_in_placement = True for nova-api, nova-conductor and '
             'nova-scheduler (see "Scheduling required flavors")')]
     functions = topology.functions
-    spec_tags = device_spec.configured_tags(
+    spec_tags = device_spec_tags.configured_tags(
         pci.device_specs, [(a, functions[a].vendor, functions[a].device)
                            for a in cliques.ids])
-    problems = device_spec.problems(
+    problems = device_spec_tags.problems(
         cliques.ids,
-        {address: device_spec.entry_traits(tags)
+        {address: device_spec_tags.entry_traits(tags)
          for address, tags in spec_tags.items()},
-        spec_tags, device_spec.partition_sizes(topology.fabric_partitions))
+        spec_tags,
+        device_spec_tags.partition_sizes(topology.fabric_partitions))
     checks = []
     for problem in problems:
         # "GPU <address> is in ... but ...: <what to do>"
@@ -83,4 +84,4 @@ def check_placement(topology: model.HostTopology,
         'placement',
         '[pci] report_in_placement on: %d of %d GPUs in cliques offered by '
         '[pci] device_spec, each with its clique trait and %s tag'
-        % (len(offered), len(in_cliques), device_spec.CLIQUE_TAG))]
+        % (len(offered), len(in_cliques), device_spec_tags.CLIQUE_TAG))]

@@ -15,7 +15,7 @@
 """libvirt and QEMU: which versions this host runs, and what they allow.
 
 The versions are asked of libvirtd as the driver would see them; what
-each feature needs is in :mod:`nova_gpu_p2p.limits`.
+each feature needs is in :mod:`nova_gpu_p2p.min_versions`.
 """
 
 from collections.abc import Callable
@@ -26,11 +26,11 @@ import subprocess
 from oslo_utils import versionutils
 
 from nova_gpu_p2p.checks import result
-from nova_gpu_p2p import limits
+from nova_gpu_p2p import min_versions
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits as traits_mod
 
-Version = limits.Version
+Version = min_versions.Version
 
 VIRSH_VERSION = ('virsh', '-c', 'qemu:///system', 'version', '--daemon')
 
@@ -100,8 +100,8 @@ def probe_versions(
         try:
             conn = libvirt.openReadOnly('qemu:///system')
             try:
-                return HostVersions(limits.unpack(conn.getLibVersion()),
-                                    limits.unpack(conn.getVersion()))
+                return HostVersions(min_versions.unpack(conn.getLibVersion()),
+                                    min_versions.unpack(conn.getVersion()))
             finally:
                 conn.close()
         except Exception as exc:  # libvirt.libvirtError, without importing
@@ -141,8 +141,8 @@ def check_versions(versions: HostVersions, topology: model.HostTopology,
             'version unknown (%s): clique IDs need %s, '
             'CUSTOM_GPU_NUMA_AFFINITY needs %s'
             % (versions.error or 'not found',
-               version_text(limits.LIBVIRT_QEMU_OVERRIDE),
-               version_text(limits.LIBVIRT_NUMA_AFFINITY)), how))
+               version_text(min_versions.LIBVIRT_QEMU_OVERRIDE),
+               version_text(min_versions.LIBVIRT_NUMA_AFFINITY)), how))
     else:
         checks.append(_check_override(libvirt, has_cliques))
         checks.append(_check_uefi_xml(libvirt))
@@ -151,16 +151,16 @@ def check_versions(versions: HostVersions, topology: model.HostTopology,
             'QEMU',
             'version unknown (%s): CUSTOM_GPU_NUMA_AFFINITY needs %s'
             % (versions.error or 'not found',
-               version_text(limits.QEMU_NUMA_AFFINITY)), how))
+               version_text(min_versions.QEMU_NUMA_AFFINITY)), how))
     if libvirt is not None and qemu is not None:
         checks.append(_check_numa_affinity(libvirt, qemu, topology))
     return checks
 
 
 def _check_override(libvirt: Version, has_cliques: bool) -> result.Check:
-    needs = version_text(limits.LIBVIRT_QEMU_OVERRIDE)
+    needs = version_text(min_versions.LIBVIRT_QEMU_OVERRIDE)
     subject = 'libvirt %s' % version_text(libvirt)
-    if libvirt >= limits.LIBVIRT_QEMU_OVERRIDE:
+    if libvirt >= min_versions.LIBVIRT_QEMU_OVERRIDE:
         return result.success(subject, '<qemu:override> for clique IDs '
                               '(needs %s)' % needs)
     consequence = ('guests asking for hw:gpu_p2p_clique get no clique ID '
@@ -176,8 +176,8 @@ def _check_override(libvirt: Version, has_cliques: bool) -> result.Check:
 
 def _check_uefi_xml(libvirt: Version) -> result.Check:
     subject = 'libvirt %s' % version_text(libvirt)
-    tested = version_text(limits.LIBVIRT_UEFI_XML_TESTED)
-    if libvirt < limits.LIBVIRT_UEFI_XML_REFUSED_BELOW:
+    tested = version_text(min_versions.LIBVIRT_UEFI_XML_TESTED)
+    if libvirt < min_versions.LIBVIRT_UEFI_XML_REFUSED_BELOW:
         return result.warning(
             subject,
             'refuses the UEFI guest XML Nova 34 writes (<os firmware=\'efi\'> '
@@ -186,7 +186,7 @@ def _check_uefi_xml(libvirt: Version) -> result.Check:
             'large-BAR GPUs need UEFI guests',
             'install libvirt %s or later (%s)'
             % (tested, result.see(result.Doc.UEFI_XML)))
-    if libvirt < limits.LIBVIRT_UEFI_XML_TESTED:
+    if libvirt < min_versions.LIBVIRT_UEFI_XML_TESTED:
         return result.success(
             subject, 'UEFI guest XML of Nova 34 not tested with this '
             'release (9.0 refuses it, %s accepts it): boot one '
@@ -199,14 +199,14 @@ def _check_numa_affinity(libvirt: Version, qemu: Version,
                          topology: model.HostTopology) -> result.Check:
     subject = 'QEMU %s' % version_text(qemu)
     needs = 'libvirt %s and QEMU %s' % (
-        version_text(limits.LIBVIRT_NUMA_AFFINITY),
-        version_text(limits.QEMU_NUMA_AFFINITY))
+        version_text(min_versions.LIBVIRT_NUMA_AFFINITY),
+        version_text(min_versions.QEMU_NUMA_AFFINITY))
     if traits_mod.numa_affinity(topology, libvirt, qemu):
         return result.success(subject, 'NUMA-bound PCIe expander buses: '
                               'reports %s (needs %s)'
                               % (traits_mod.GPU_NUMA_AFFINITY, needs))
-    if (libvirt < limits.LIBVIRT_NUMA_AFFINITY
-            or qemu < limits.QEMU_NUMA_AFFINITY):
+    if (libvirt < min_versions.LIBVIRT_NUMA_AFFINITY
+            or qemu < min_versions.QEMU_NUMA_AFFINITY):
         return result.warning(
             subject,
             'with libvirt %s this host does not report %s (needs %s): '

@@ -18,6 +18,7 @@ import argparse
 import sys
 
 from nova_gpu_p2p.cmd import sources
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import capture
 
 
@@ -27,7 +28,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     try:
         capture.save(topology, args.output)
     except OSError as exc:
-        raise sources.UsageError('--output %s: %s' % (
+        raise exception.UsageError('--output %s: %s' % (
             args.output, exc.strerror or exc))
     print('captured %d PCI functions, %d NVIDIA GPUs to %s' % (
         len(topology.functions), len(topology.gpus()), args.output),

@@ -26,6 +26,7 @@ from nova_gpu_p2p.checks import report
 from nova_gpu_p2p.checks import scheduler_settings
 from nova_gpu_p2p.checks import versions
 from nova_gpu_p2p.cmd import sources
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import link_class
@@ -72,12 +73,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         topology = sources.read_host(args, opts)
         bindings = None
-        if not args.load and group.topology_backend != 'sysfs':
-            # static, nvml and fabricmanager read no drivers and IOMMU
-            # groups, or not all of them.
+        if (not args.load and not backends.capabilities(
+                group.topology_backend).bindings):
             bindings = sysfs.SysfsBackend(
                 opts, read_config=sources.no_privileged_read).discover()
-    except backends.TopologyError as exc:
+    except exception.TopologyError as exc:
         if args.load:
             raise
         checks = host.unread_host_checks(

@@ -32,9 +32,7 @@ from nova_gpu_p2p.cmd import check
 from nova_gpu_p2p.cmd import flavor
 from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p.cmd import topology
-from nova_gpu_p2p import conf
-from nova_gpu_p2p import flavor_commands
-from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p import exception
 
 
 class _Version(argparse.Action):
@@ -88,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         # A full disk shows here, not as a traceback at exit.
         sys.stdout.flush()
         return status
-    except (sources.UsageError, backends.TopologyError, conf.InvalidConfig,
-            flavor_commands.InvalidFlavorRequest) as exc:
+    except (exception.UsageError, exception.TopologyError,
+            exception.InvalidConfig, exception.InvalidFlavorRequest) as exc:
         print('%s: %s' % (sources.PROG, exc), file=sys.stderr)
         return 2
     except BrokenPipeError:

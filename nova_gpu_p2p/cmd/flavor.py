@@ -18,8 +18,8 @@ import argparse
 import sys
 
 from nova_gpu_p2p.cmd import sources
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import flavor_commands
-from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import sysfs
 
 
@@ -34,7 +34,7 @@ def _flavor_bars(args: argparse.Namespace) -> tuple[int, ...] | None:
     try:
         topology = sysfs.SysfsBackend(
             opts, read_config=sources.no_privileged_read).discover()
-    except backends.TopologyError:
+    except exception.TopologyError:
         if args.sysfs_root:
             raise
         return None

@@ -24,16 +24,13 @@ import os
 from oslo_config import cfg
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import model
 
 PROG = 'nova-gpu-p2p'
 LEVELS = [name for name, _ in conf.P2P_LEVELS]
-
-
-class UsageError(Exception):
-    """A bad command line, nova.conf or file: one line, exit status 2."""
 
 
 def _config_sources(args: argparse.Namespace
@@ -50,7 +47,7 @@ def _config_sources(args: argparse.Namespace
     if getattr(args, 'config_file', None):
         for path in args.config_file:
             if not os.path.isfile(path):
-                raise UsageError('--config-file %s: %s' % (
+                raise exception.UsageError('--config-file %s: %s' % (
                     path, 'is a directory' if os.path.isdir(path)
                     else 'no such file'))
         return args.config_file, []
@@ -63,19 +60,19 @@ def _parse_config(opts: cfg.ConfigOpts, files: list[str] | None,
         opts([], project='nova', prog=PROG, default_config_files=files,
              default_config_dirs=dirs)
     except cfg.ConfigFilesPermissionDeniedError as exc:
-        raise UsageError(
+        raise exception.UsageError(
             'cannot read %s: permission denied; run as root (sudo), or '
             'give --config-file FILE or --no-config'
             % ', '.join(exc.config_files))
     except cfg.ConfigFileParseError as exc:
-        raise UsageError('%s is not an INI file: %s'
-                         % (exc.config_file, exc.msg))
+        raise exception.UsageError('%s is not an INI file: %s'
+                                   % (exc.config_file, exc.msg))
     except UnicodeDecodeError as exc:
         # oslo.config does not say which file: all that were read.
-        raise UsageError('cannot read %s: not UTF-8 text (%s)' % (
+        raise exception.UsageError('cannot read %s: not UTF-8 text (%s)' % (
             ', '.join((files or []) + (dirs or [])), exc))
     except (cfg.Error, OSError) as exc:
-        raise UsageError('cannot read the configuration: %s' % exc)
+        raise exception.UsageError('cannot read the configuration: %s' % exc)
 
 
 def _bad_value(opt: cfg.Opt, files: list[str] | None,
@@ -129,11 +126,13 @@ def load_conf(args: argparse.Namespace,
         try:
             getattr(group, opt.dest)
         except ValueError:
-            raise UsageError(_bad_value(opt, files, dirs))
+            raise exception.UsageError(_bad_value(opt, files, dirs))
     if getattr(args, 'sysfs_root', None):
         opts.set_override('sysfs_root', args.sysfs_root, group='gpu_p2p')
-        opts.set_override('topology_backend', 'sysfs', group='gpu_p2p')
+        opts.set_override('topology_backend', backends.TREE_ONLY,
+                          group='gpu_p2p')
     conf.validate(opts)
+    backends.validate(opts)
     return opts
 
 

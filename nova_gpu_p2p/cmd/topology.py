@@ -21,9 +21,10 @@ import sys
 from nova_gpu_p2p.checks import p2p_level
 from nova_gpu_p2p.checks import result as check_result
 from nova_gpu_p2p.cmd import sources
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.topology import consumer_gpus
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p import traits
 
@@ -36,7 +37,7 @@ _ROUTE_KEYS = {
 }
 
 
-def to_json(result: discovery.HostGPUs, level: str, acs_policy: str,
+def to_json(result: host_gpus.HostGPUs, level: str, acs_policy: str,
             config_files: list[str] | None = None) -> dict:
     topology = result.topology
     policy = link_class.AcsPolicy(acs_policy)
@@ -88,7 +89,7 @@ _CONSUMER = {consumer_gpus.Kind.CONSUMER: True,
              consumer_gpus.Kind.UNKNOWN: None}
 
 
-def _model(result: discovery.HostGPUs, address: str) -> dict:
+def _model(result: host_gpus.HostGPUs, address: str) -> dict:
     """A GPU's name, whether it is a consumer GPU, why it has no clique."""
     found = result.kinds.models.get(address)
     return {'name': found.name if found else None,
@@ -196,10 +197,10 @@ def cmd_topology(args: argparse.Namespace) -> int:
     report = to_json(result, level, opts.gpu_p2p.acs_policy,
                      sources.config_read(opts))
     if args.device_spec:
-        partitions = device_spec.partition_sizes(
+        partitions = device_spec_tags.partition_sizes(
             result.topology.fabric_partitions)
-        lines = [device_spec.entry(address, clique,
-                                   partitions.get(address, {}))
+        lines = [device_spec_tags.entry(address, clique,
+                                        partitions.get(address, {}))
                  for address, clique in sorted(result.cliques.ids.items())
                  if clique is not None]
         # Notes go to stderr, so that stdout can be pasted into nova.conf.

@@ -38,14 +38,13 @@ import contextlib
 import dataclasses
 from typing import Any
 
-from lxml import etree
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.fabric import reconcile as reconcile_mod
-from nova_gpu_p2p.topology import model
 
 LOG = logging.getLogger(__name__)
 
@@ -94,15 +93,6 @@ class Outcome:
     note: str | None = None
 
 
-def hostdev_addresses(xml: str) -> tuple[str, ...]:
-    """The host PCI addresses of a libvirt domain XML's PCI hostdevs."""
-    return tuple(
-        '%04x:%02x:%02x.%x' % tuple(int(address.get(part), 16) for part in (
-            'domain', 'bus', 'slot', 'function'))
-        for address in etree.fromstring(xml).iterfind(
-            "./devices/hostdev[@type='pci']/source/address"))
-
-
 def _direct(func: Callable[..., Any], *args: Any) -> Any:
     return func(*args)
 
@@ -118,7 +108,8 @@ class Lifecycle:
     """
 
     def __init__(self, connect: Callable[[], nvfm.FabricManager],
-                 partitions: Callable[[], tuple[model.FabricPartition, ...]],
+                 partitions: Callable[
+                     [], tuple[partitions_mod.FabricPartition, ...]],
                  running: Callable[[], Running],
                  offload: Callable[..., Any] = _direct) -> None:
         self._connect = connect
@@ -185,7 +176,7 @@ class Lifecycle:
             # Manager restarted and must be told what is in use.
             in_use = self._in_use(partitions, self._all_running())
             self._offload(self._activate_all, plan.ids, in_use)
-        except nvfm.FmError as exc:
+        except exception.FmError as exc:
             reason = str(exc)
         except Exception as exc:  # never a lost server for Fabric Manager
             LOG.exception('Fabric Manager activation failed unexpectedly')
@@ -233,10 +224,10 @@ class Lifecycle:
             for partition_id in ids:
                 try:
                     fm.activate(partition_id)
-                except nvfm.FmNotReady:
+                except exception.FmNotReady:
                     self._told(fm, in_use)
                     fm.activate(partition_id)
-                except nvfm.FmInUse:
+                except exception.FmInUse:
                     # Already active is fine (a restart after a stop
                     # the reconcile has not caught up with yet).
                     if not any(p.id == partition_id and p.active
@@ -254,7 +245,7 @@ class Lifecycle:
             try:
                 active = self._offload(self._sync, partitions, running,
                                        restore)
-            except nvfm.FmError as exc:
+            except exception.FmError as exc:
                 self._fm_trouble(str(exc))
                 return
             self._fm_trouble(None)
@@ -273,7 +264,7 @@ class Lifecycle:
         with self._connect() as fm:
             try:
                 listed = fm.partitions()
-            except nvfm.FmNotReady:
+            except exception.FmNotReady:
                 self._told(fm, self._in_use(partitions, running))
                 listed = fm.partitions()
             active = {p.id for p in listed if p.active}
@@ -283,10 +274,10 @@ class Lifecycle:
             for partition_id in decision.deactivate:
                 try:
                     fm.deactivate(partition_id)
-                except nvfm.FmNotActive:
+                except exception.FmNotActive:
                     LOG.info('Fabric Manager partition %d was no longer '
                              'active', partition_id)
-                except nvfm.FmError as exc:
+                except exception.FmError as exc:
                     LOG.warning('Stale Fabric Manager partition %d held by '
                                 'no running server stays active: %s',
                                 partition_id, exc)
@@ -327,7 +318,7 @@ def _restore(fm: nvfm.FabricManager,
     for partition_id in decision.restore:
         try:
             fm.activate(partition_id)
-        except nvfm.FmError as exc:
+        except exception.FmError as exc:
             LOG.warning('Fabric Manager partition %d of a running server '
                         'not activated: %s', partition_id, exc)
             continue

@@ -39,6 +39,8 @@ import typing
 
 from oslo_log import log as logging
 
+from nova_gpu_p2p import exception
+
 LOG = logging.getLogger(__name__)
 
 FM_ST_SUCCESS = 0
@@ -90,68 +92,23 @@ FM_MAX_FABRIC_PARTITIONS = 64
 DEFAULT_LIBRARY = 'libnvfm.so.1'
 
 
-class FmError(Exception):
-    """A Fabric Manager call failed; ``status`` is its fmReturn_t, if any."""
-
-    def __init__(self, call: str, status: int | None,
-                 reason: str | None = None) -> None:
-        self.call = call
-        self.status = status
-        if reason is None:
-            reason = '%s (%d)' % (
-                STATUS_NAMES.get(status, 'unknown status'), status)
-        super().__init__('Fabric Manager %s failed: %s' % (call, reason))
-
-
-class FmLibraryMissing(FmError):
-    """libnvfm.so.1 cannot be loaded, or lacks a call."""
-
-
-class FmUnavailable(FmError):
-    """Fabric Manager cannot be reached: it is down, or not listening."""
-
-
-class FmInUse(FmError):
-    """A GPU of the partition is in another, active partition."""
-
-
-class FmNotReady(FmError):
-    """Fabric Manager has no partition data yet: ask again after telling it.
-
-    FM_ST_NOT_CONFIGURED, which nv_fm_agent.h documents for partition
-    queries, activations and deactivations while "Fabric Manager instance
-    is initializing and no data": initialising, or restarted in restart
-    mode and awaiting fmSetActivatedFabricPartitions (FM_ST_NOT_READY is
-    the global Fabric Manager's word for the same).
-    """
-
-
-class FmNotActive(FmError):
-    """fmDeactivateFabricPartition: the partition is not active.
-
-    nv_fm_agent.h gives this answer FM_ST_UNINITIALIZED ("specified
-    partition is not activated"); for other calls that status means the
-    library was not initialised.
-    """
-
-
 #: Each status's class, whichever the call; other statuses raise the
 #: call's default: FmUnavailable for fmConnect, FmError otherwise.
-_ERRORS: dict[int, type[FmError]] = {
-    FM_ST_BADPARAM: FmError,
-    FM_ST_VERSION_MISMATCH: FmError,
-    FM_ST_CONNECTION_NOT_VALID: FmUnavailable,
-    FM_ST_TIMEOUT: FmUnavailable,
-    FM_ST_IN_USE: FmInUse,
-    FM_ST_RESOURCE_IN_USE: FmInUse,
-    FM_ST_RESOURCE_USED_IN_ANOTHER_PARTITION: FmInUse,
-    FM_ST_NOT_CONFIGURED: FmNotReady,
-    FM_ST_NOT_READY: FmNotReady,
+_ERRORS: dict[int, type[exception.FmError]] = {
+    FM_ST_BADPARAM: exception.FmError,
+    FM_ST_VERSION_MISMATCH: exception.FmError,
+    FM_ST_CONNECTION_NOT_VALID: exception.FmUnavailable,
+    FM_ST_TIMEOUT: exception.FmUnavailable,
+    FM_ST_IN_USE: exception.FmInUse,
+    FM_ST_RESOURCE_IN_USE: exception.FmInUse,
+    FM_ST_RESOURCE_USED_IN_ANOTHER_PARTITION: exception.FmInUse,
+    FM_ST_NOT_CONFIGURED: exception.FmNotReady,
+    FM_ST_NOT_READY: exception.FmNotReady,
 }
 
 
 #: fmDeactivateFabricPartition's own reading of FM_ST_UNINITIALIZED.
-_DEACTIVATE_ERRORS = {**_ERRORS, FM_ST_UNINITIALIZED: FmNotActive}
+_DEACTIVATE_ERRORS = {**_ERRORS, FM_ST_UNINITIALIZED: exception.FmNotActive}
 
 
 def make_version(struct: type[ctypes.Structure], version: int) -> int:
@@ -271,11 +228,17 @@ class Partition:
         return frozenset(gpu.module_id for gpu in self.gpus)
 
 
-def _check(call: str, status: int, default: type[FmError] = FmError,
-           errors: collections.abc.Mapping[int, type[FmError]] = _ERRORS
-           ) -> None:
+def _check(call: str, status: int,
+           default: type[exception.FmError] = exception.FmError,
+           errors: collections.abc.Mapping[
+               int, type[exception.FmError]] = _ERRORS) -> None:
     if status != FM_ST_SUCCESS:
-        raise errors.get(status, default)(call, status)
+        raise errors.get(status, default)(call, status, status_text(status))
+
+
+def status_text(status: int) -> str:
+    """An fmReturn_t as errors name it: ``FM_ST_TIMEOUT (-6)``."""
+    return '%s (%d)' % (STATUS_NAMES.get(status, 'unknown status'), status)
 
 
 #: fmConnect's parameter versions, newest first.
@@ -312,7 +275,7 @@ class _Library:
         try:
             cdll = ctypes.CDLL(path)
         except OSError as e:
-            raise FmLibraryMissing(
+            raise exception.FmLibraryMissing(
                 'dlopen(%s)' % path, None,
                 '%s (the library comes with NVIDIA Fabric Manager\'s '
                 'development package, nvidia-fabricmanager-dev)' % e) from e
@@ -321,7 +284,7 @@ class _Library:
             try:
                 function = getattr(cdll, name)
             except AttributeError:
-                raise FmLibraryMissing(
+                raise exception.FmLibraryMissing(
                     'dlsym(%s)' % name, None, 'not in %s' % path) from None
             function.argtypes = argtypes
             function.restype = ctypes.c_int
@@ -365,7 +328,8 @@ class _Library:
                          CONNECT_VERSIONS[0], version)
             self.connect_version = version
             break
-        _check('fmConnect(%s)' % address, status, default=FmUnavailable)
+        _check('fmConnect(%s)' % address, status,
+               default=exception.FmUnavailable)
 
 
 _libraries: dict[str, _Library] = {}
@@ -403,7 +367,7 @@ class FabricManager:
         lib.acquire()
         try:
             lib.connect(self.address, self.timeout_ms, self._handle)
-        except FmError:
+        except exception.FmError:
             lib.release()
             raise
         self._lib = lib
@@ -417,8 +381,8 @@ class FabricManager:
             lib.release()
 
     def _call(self, name: str, args: str, *argv: typing.Any,
-              errors: collections.abc.Mapping[int, type[FmError]] = _ERRORS
-              ) -> None:
+              errors: collections.abc.Mapping[
+                  int, type[exception.FmError]] = _ERRORS) -> None:
         if self._lib is None:
             raise RuntimeError('FabricManager used outside its with block')
         _check('%s(%s)' % (name, args),
@@ -479,19 +443,21 @@ def read_partitions(found: PartitionList) -> tuple[Partition, ...]:
     """
     call = 'fmGetSupportedFabricPartitions()'
     if found.numPartitions > FM_MAX_FABRIC_PARTITIONS:
-        raise FmError(call, None, '%d partitions answered; at most %d fit' % (
-            found.numPartitions, FM_MAX_FABRIC_PARTITIONS))
+        raise exception.FmError(
+            call, None, '%d partitions answered; at most %d fit' % (
+                found.numPartitions, FM_MAX_FABRIC_PARTITIONS))
     infos = found.partitionInfo[:found.numPartitions]
     for info in infos:
         if info.numGpus > FM_MAX_NUM_GPUS:
-            raise FmError(call, None, 'partition %d has %d GPUs; at most %d '
-                          'fit' % (info.partitionId, info.numGpus,
-                                   FM_MAX_NUM_GPUS))
+            raise exception.FmError(
+                call, None, 'partition %d has %d GPUs; at most %d '
+                'fit' % (info.partitionId, info.numGpus,
+                         FM_MAX_NUM_GPUS))
     ids = [info.partitionId for info in infos]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
-        raise FmError(call, None, 'partition ID(s) %s answered twice'
-                      % ', '.join(map(str, twice)))
+        raise exception.FmError(call, None, 'partition ID(s) %s answered twice'
+                                % ', '.join(map(str, twice)))
     return tuple(
         Partition(
             id=info.partitionId, active=bool(info.isActive),

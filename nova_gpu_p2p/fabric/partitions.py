@@ -25,7 +25,18 @@ from collections.abc import Mapping
 import dataclasses
 import itertools
 
-from nova_gpu_p2p.topology import model
+
+@dataclasses.dataclass(frozen=True)
+class FabricPartition:
+    """One NVIDIA Fabric Manager partition, its GPUs by PCI address.
+
+    Fabric Manager names a partition's GPUs by module ID; the backend
+    maps them to addresses, so the rules never see module IDs.
+    """
+
+    id: int
+    #: PCI addresses of its GPUs, sorted.
+    gpus: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +55,7 @@ class InstancePartitions:
 def to_addresses(
         fm: Iterable[tuple[int, frozenset[int]]],
         modules: Mapping[int, str],
-) -> tuple[tuple[model.FabricPartition, ...], tuple[str, ...]]:
+) -> tuple[tuple[FabricPartition, ...], tuple[str, ...]]:
     """Partitions by GPU address, and findings on the ones left out.
 
     ``fm`` gives each partition's ID and module IDs; ``modules`` maps a
@@ -59,7 +70,7 @@ def to_addresses(
         for module_id in unknown:
             dropped.setdefault(module_id, []).append(partition_id)
         if not unknown:
-            partitions.append(model.FabricPartition(
+            partitions.append(FabricPartition(
                 id=partition_id,
                 gpus=tuple(sorted(modules[m] for m in module_ids))))
     findings = tuple(
@@ -70,8 +81,8 @@ def to_addresses(
     return tuple(partitions), findings
 
 
-def exact(partitions: Iterable[model.FabricPartition],
-          addresses: Iterable[str]) -> model.FabricPartition | None:
+def exact(partitions: Iterable[FabricPartition],
+          addresses: Iterable[str]) -> FabricPartition | None:
     """The partition whose GPUs are exactly these; None if there is none."""
     wanted = frozenset(addresses)
     for partition in partitions:
@@ -80,7 +91,7 @@ def exact(partitions: Iterable[model.FabricPartition],
     return None
 
 
-def for_instance(partitions: Iterable[model.FabricPartition],
+def for_instance(partitions: Iterable[FabricPartition],
                  addresses: Iterable[str]) -> InstancePartitions:
     """The partitions to activate for an instance with these GPUs.
 
@@ -108,7 +119,7 @@ def for_instance(partitions: Iterable[model.FabricPartition],
                               missing=tuple(missing))
 
 
-def nvlink_pairs(partitions: Iterable[model.FabricPartition]
+def nvlink_pairs(partitions: Iterable[FabricPartition]
                  ) -> frozenset[frozenset[str]]:
     """GPU pairs that share a partition of two or more GPUs.
 

@@ -29,7 +29,6 @@ from collections.abc import Mapping
 import dataclasses
 
 from nova_gpu_p2p.fabric import partitions as partitions_mod
-from nova_gpu_p2p.topology import model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,14 +44,14 @@ class Decision:
     restore: tuple[int, ...]
 
 
-def fabric_gpus(partitions: tuple[model.FabricPartition, ...],
+def fabric_gpus(partitions: tuple[partitions_mod.FabricPartition, ...],
                 addresses: Iterable[str]) -> tuple[str, ...]:
     """The addresses that are Fabric Manager GPUs (not NICs, not others)."""
     known = {gpu for partition in partitions for gpu in partition.gpus}
     return tuple(sorted(set(addresses) & known))
 
 
-def held(partitions: Iterable[model.FabricPartition],
+def held(partitions: Iterable[partitions_mod.FabricPartition],
          running: Mapping[str, Iterable[str]]
          ) -> dict[str, partitions_mod.InstancePartitions]:
     """What each running domain with fabric GPUs holds, by instance UUID."""
@@ -65,7 +64,7 @@ def held(partitions: Iterable[model.FabricPartition],
     return found
 
 
-def decide(partitions: Iterable[model.FabricPartition],
+def decide(partitions: Iterable[partitions_mod.FabricPartition],
            active: Iterable[int],
            running: Mapping[str, Iterable[str]]) -> Decision:
     """Compare what Fabric Manager has active with what domains hold.
@@ -87,7 +86,7 @@ def decide(partitions: Iterable[model.FabricPartition],
                     restore=tuple(sorted(needed - active)))
 
 
-def lacking(partitions: Iterable[model.FabricPartition],
+def lacking(partitions: Iterable[partitions_mod.FabricPartition],
             active: Iterable[int],
             running: Mapping[str, Iterable[str]]) -> dict[str, str]:
     """Instance UUID -> the partitions it holds that are not active.

@@ -41,6 +41,7 @@ import dataclasses
 import enum
 import functools
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.guest import devices as devices_mod
 
 #: pxb-pcie bus numbers are allocated downward from here (exclusive).
@@ -90,10 +91,6 @@ class BusLayout:
 
     def port_of(self, address: str) -> tuple[ExpanderBus, RootPort] | None:
         return self._ports.get(address)
-
-
-class LayoutError(Exception):
-    """The devices cannot be laid out at all (too many for PCI)."""
 
 
 def _free_indexes(used: Iterable[int]) -> Iterable[int]:
@@ -149,17 +146,19 @@ def layout(devices: Sequence[devices_mod.GuestDevice],
     buses = []
     for key, members in ordered:
         if len(members) > SLOTS_PER_BUS:
-            raise LayoutError('%d devices under %s: one expander bus has '
-                              'only %d slots' % (len(members), key,
-                                                 SLOTS_PER_BUS))
+            raise exception.GuestLayoutError(
+                '%d devices under %s: one expander bus has '
+                'only %d slots' % (len(members), key,
+                                   SLOTS_PER_BUS))
         bus_nr = top - 1 - len(members)
         index = next(indexes)
         ports = tuple(RootPort(index=next(indexes), slot=slot,
                                device=device.address)
                       for slot, device in enumerate(members))
         if bus_nr <= ports[-1].index:
-            raise LayoutError('not enough PCI bus numbers for %d expander '
-                              'buses' % len(ordered))
+            raise exception.GuestLayoutError(
+                'not enough PCI bus numbers for %d expander '
+                'buses' % len(ordered))
         buses.append(ExpanderBus(
             index=index, bus_nr=bus_nr,
             guest_node=guest_cell_of[members[0].numa_node],

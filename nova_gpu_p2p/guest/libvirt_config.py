@@ -25,7 +25,7 @@ are ours. Guest device addresses are Nova's own
 
 Each such class names in ``ADDED_ELEMENTS`` the children it writes that
 Nova's ``format_dom`` does not (a hostdev's ``<alias>``, which Nova only
-parses, among them): :func:`nova_gpu_p2p.nova_hooks.check` refuses to
+parses, among them): :func:`nova_gpu_p2p.nova_signatures.check` refuses to
 start on a Nova that writes one of them itself.
 """
 
@@ -57,7 +57,7 @@ def _copy_fields(nova_object, built):
     Those Nova set outside ``__init__`` too: Nova's ``format_dom``, which
     ours inherits, may write them. Never refused here: this runs on every
     guest build, existing servers' reboots included, and the start-up
-    check (:mod:`..nova_hooks`) is where an incompatible Nova stops.
+    check (:mod:`..nova_signatures`) is where an incompatible Nova stops.
     """
     for name, value in vars(nova_object).items():
         setattr(built, name, value)

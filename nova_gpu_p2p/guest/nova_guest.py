@@ -38,9 +38,20 @@ def _hostdev_address(hostdev: vconfig.LibvirtConfigGuestHostdevPCI) -> str:
     Nova writes the fields as its PCI records hold them (``81``) and parses
     libvirt's (``0x81``): both read as hex, as in Nova's own ``__eq__``.
     """
-    return '%04x:%02x:%02x.%x' % tuple(
-        int(field, 16) for field in (hostdev.domain, hostdev.bus,
-                                     hostdev.slot, hostdev.function))
+    return pci_address.from_fields(hostdev.domain, hostdev.bus,
+                                   hostdev.slot, hostdev.function)
+
+
+def hostdev_addresses(xml: str) -> tuple[str, ...]:
+    """The host PCI addresses of a domain XML's PCI hostdevs.
+
+    Read through Nova's config objects, as Nova reads a guest's devices;
+    an interface of type hostdev is not one.
+    """
+    config = vconfig.LibvirtConfigGuest()
+    config.parse_str(xml)
+    return tuple(_hostdev_address(device) for device in config.devices
+                 if isinstance(device, vconfig.LibvirtConfigGuestHostdevPCI))
 
 
 def _host_address(device) -> tuple[str, bool] | None:

@@ -35,6 +35,7 @@ import dataclasses
 
 from oslo_config import cfg
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import devices as devices_mod
 from nova_gpu_p2p.guest import expander_buses
@@ -42,8 +43,8 @@ from nova_gpu_p2p.guest import instance_cliques
 from nova_gpu_p2p.guest import numa_distances
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.guest import topology_description
-from nova_gpu_p2p import limits
-from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p import min_versions
+from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 
 
@@ -137,7 +138,7 @@ class GuestPlan:
     refusal: Refusal | None = None
 
 
-def _link_name(host: discovery.HostGPUs, acs: str):
+def _link_name(host: host_gpus.HostGPUs, acs: str):
     topology = host.topology
 
     def name(a: str, b: str) -> str:
@@ -158,7 +159,7 @@ class _Decision:
 
     def __init__(self, request: extra_specs.GPUP2PRequest,
                  devices: Sequence[devices_mod.GuestDevice],
-                 host: discovery.HostGPUs, facts: GuestFacts,
+                 host: host_gpus.HostGPUs, facts: GuestFacts,
                  options: Options) -> None:
         self.request = request
         self.devices = tuple(devices)
@@ -240,11 +241,11 @@ class _Decision:
         key = '%s=%s' % (extra_specs.CLIQUE_KEY,
                          request.clique_id if request.clique_id is not None
                          else request.mode.value)
-        if self.facts.libvirt_version < limits.LIBVIRT_QEMU_OVERRIDE:
+        if self.facts.libvirt_version < min_versions.LIBVIRT_QEMU_OVERRIDE:
             self.problem(
                 '%s needs libvirt %s or later for <qemu:override>; this '
                 'host has %s: upgrade libvirt on it' % (
-                    key, _version(limits.LIBVIRT_QEMU_OVERRIDE),
+                    key, _version(min_versions.LIBVIRT_QEMU_OVERRIDE),
                     _version(self.facts.libvirt_version)),
                 required, reschedule=True)
             return {}
@@ -308,7 +309,7 @@ class _Decision:
             layout = expander_buses.layout(
                 aligned, facts.guest_cell_of, self.options.grouping,
                 facts.used_pci_indexes)
-        except expander_buses.LayoutError as exc:
+        except exception.GuestLayoutError as exc:
             self.problem('%s: %s' % (key, exc), required, reschedule=False)
             return none
         for address, reason in sorted(layout.unplaced.items()):
@@ -337,20 +338,20 @@ class _Decision:
         if not self.options.guest_topology or not buses.buses:
             return None
         facts = self.facts
-        if (facts.libvirt_version < limits.LIBVIRT_FWCFG
-                or facts.qemu_version < limits.QEMU_FWCFG):
+        if (facts.libvirt_version < min_versions.LIBVIRT_FWCFG
+                or facts.qemu_version < min_versions.QEMU_FWCFG):
             self.notes.append(
                 'the guest gets no topology description: fw_cfg entries '
                 'need libvirt %s and QEMU %s or later, this host has '
                 'libvirt %s and QEMU %s' % tuple(map(_version, (
-                    limits.LIBVIRT_FWCFG, limits.QEMU_FWCFG,
+                    min_versions.LIBVIRT_FWCFG, min_versions.QEMU_FWCFG,
                     facts.libvirt_version, facts.qemu_version))))
             return None
         try:
             return topology_description.encode(topology_description.describe(
                 buses, self.devices, cliques, self.host,
                 link_class.AcsPolicy(self.options.acs_policy)))
-        except topology_description.TooLarge as exc:
+        except exception.DescriptionTooLarge as exc:
             self.notes.append('the guest gets no topology description: %s'
                               % exc)
             return None
@@ -370,7 +371,7 @@ class _Decision:
 
 def decide(request: extra_specs.GPUP2PRequest,
            devices: Sequence[devices_mod.GuestDevice],
-           host: discovery.HostGPUs, facts: GuestFacts,
+           host: host_gpus.HostGPUs, facts: GuestFacts,
            options: Options) -> GuestPlan:
     """Everything to add to one guest's config, or why not."""
     if not request.wanted:

@@ -46,9 +46,10 @@ import base64
 import itertools
 import json
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.guest import devices as devices_mod
 from nova_gpu_p2p.guest import expander_buses
-from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 
@@ -58,10 +59,6 @@ ENTRY_NAME = 'opt/org.openstack.nova-gpu-p2p/topology'
 #: The largest entry text we emit: 16 GPUs and 8 NICs need about a third of
 #: it, and Linux takes at most 128 KiB in one QEMU argument.
 MAX_ENTRY_SIZE = 32 * 1024
-
-
-class TooLarge(ValueError):
-    """The description does not fit :data:`MAX_ENTRY_SIZE`."""
 
 
 def _switches_above(topology: model.HostTopology,
@@ -82,7 +79,7 @@ def _link(function: model.PCIFunction) -> dict:
 
 def describe(buses: expander_buses.BusLayout,
              devices: tuple[devices_mod.GuestDevice, ...],
-             cliques: dict[str, int], host: discovery.HostGPUs,
+             cliques: dict[str, int], host: host_gpus.HostGPUs,
              acs_policy: link_class.AcsPolicy) -> dict:
     """The description of the devices ``buses`` placed, as plain data.
 
@@ -121,14 +118,15 @@ def describe(buses: expander_buses.BusLayout,
 def encode(description: dict) -> str:
     """The fw_cfg entry text: compact JSON, base64 (no commas for QEMU).
 
-    :raises TooLarge: beyond :data:`MAX_ENTRY_SIZE`.
+    :raises DescriptionTooLarge: beyond :data:`MAX_ENTRY_SIZE`.
     """
     text = base64.b64encode(json.dumps(
         description, sort_keys=True, separators=(',', ':')).encode()
     ).decode('ascii')
     if len(text) > MAX_ENTRY_SIZE:
-        raise TooLarge('the guest topology description takes %d bytes, '
-                       'more than %d' % (len(text), MAX_ENTRY_SIZE))
+        raise exception.DescriptionTooLarge(
+            'the guest topology description takes %d bytes, '
+            'more than %d' % (len(text), MAX_ENTRY_SIZE))
     return text
 
 

@@ -32,9 +32,9 @@ from nova.scheduler import host_manager
 from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
-from nova_gpu_p2p import nova_hooks
 from nova_gpu_p2p.scheduler import candidate_exchange
 from nova_gpu_p2p.scheduler import candidates as candidates_mod
 from nova_gpu_p2p.scheduler import clique_fit
@@ -67,7 +67,7 @@ def check_nova() -> None:
         problems.append('get_weight_multiplier takes (%s)'
                         % ', '.join(params))
     if problems:
-        raise nova_hooks.IncompatibleNova(
+        raise exception.IncompatibleNova(
             'nova-gpu-p2p\'s scheduler filter and weigher do not support '
             'this Nova release: %s. Install a nova-gpu-p2p release made for '
             'it.' % '; '.join(problems))
@@ -112,7 +112,8 @@ def _gpu_pools(host_state) -> dict[str, Mapping[str, Any]]:
 
 def gpus(host_state) -> dict[str, clique_fit.Gpu]:
     """The host's NVIDIA GPU providers, with clique and free count."""
-    return {provider: clique_fit.Gpu(provider, device_spec.tag_clique(pool),
+    return {provider: clique_fit.Gpu(provider,
+                                     device_spec_tags.tag_clique(pool),
                                      int(pool.get('count', 0)))
             for provider, pool in _gpu_pools(host_state).items()}
 
@@ -124,7 +125,7 @@ def partition_gpus(host_state) -> dict[str, partition_fit.Gpu]:
     GPU without one there is in no partition of two or more.
     """
     pools = _gpu_pools(host_state)
-    tagged = {provider: device_spec.tag_partitions(pool)
+    tagged = {provider: device_spec_tags.tag_partitions(pool)
               for provider, pool in pools.items()}
     if all(partitions is None for partitions in tagged.values()):
         return {}
@@ -179,7 +180,7 @@ def _exchanged(host_state, found: Sequence[Mapping[str, Any]],
     """
     partitioned = partition_gpus(host_state)
     pools = {provider: candidate_exchange.Pool.from_nova(
-        pool, device_spec.tag_clique(pool),
+        pool, device_spec_tags.tag_clique(pool),
         partitioned[provider].partitions if partitioned else ())
         for provider, pool in _gpu_pools(host_state).items()}
     counts = {len(gpu_providers(c, pools)) for c in found} - {0}

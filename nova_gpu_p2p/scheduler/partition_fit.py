@@ -18,7 +18,7 @@ On an HGX board a VM's GPUs reach each other over NVLink only when they
 are exactly one Fabric Manager partition (H100: the pairs of modules
 {1,3} {2,4} {5,7} {6,8}, the halves, the whole board, and one partition
 per GPU). The rule, over the GPUs of one host whose PCI pools carry the
-``gpu_p2p_partitions`` tag (:mod:`nova_gpu_p2p.device_spec`); hosts
+``gpu_p2p_partitions`` tag (:mod:`nova_gpu_p2p.device_spec_tags`); hosts
 without it keep :mod:`nova_gpu_p2p.scheduler.clique_fit`:
 
 1. **Partitions.** Each GPU's tag names the partitions of two or more

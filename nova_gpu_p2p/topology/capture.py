@@ -25,7 +25,7 @@ import json
 from nova_gpu_p2p_guest import atomic_file
 from nova_gpu_p2p_guest import input_file
 
-from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import capture_schema
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
@@ -113,5 +113,5 @@ def load(path: str) -> model.HostTopology:
     try:
         return from_dict(json.loads(input_file.read_text(path)))
     except (OSError, ValueError, RecursionError) as exc:
-        raise backends.TopologyError(
+        raise exception.TopologyError(
             '%s is not a readable nova-gpu-p2p capture: %s' % (path, exc))

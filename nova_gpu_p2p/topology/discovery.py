@@ -19,14 +19,13 @@ with no GPUs, so nova-compute carries on with Nova's normal behaviour and
 reports no P2P traits.
 """
 
-import dataclasses
-
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import consumer_gpus
 from nova_gpu_p2p.topology import host_cliques as cliques_mod
+from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import pci_ids
@@ -34,45 +33,20 @@ from nova_gpu_p2p.topology import pci_ids
 LOG = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass(frozen=True)
-class HostGPUs:
-    """What the driver caches between periodic resource updates."""
-
-    topology: model.HostTopology
-    cliques: cliques_mod.Cliques
-    #: Why discovery failed; None when it worked.
-    error: str | None = None
-    #: Each NVIDIA GPU's name and kind (consumer or not).
-    kinds: consumer_gpus.GpuKinds = consumer_gpus.GpuKinds()
-    #: Link classes already computed for this topology, so that guest
-    #: builds between two discoveries do not walk the tree again.
-    _links: dict = dataclasses.field(default_factory=dict, compare=False,
-                                     repr=False)
-
-    def link(self, a: str, b: str,
-             acs_policy: link_class.AcsPolicy) -> link_class.LinkClass:
-        """:func:`link_class.effective_class`, once per pair and policy."""
-        key = (frozenset((a, b)), acs_policy)
-        if key not in self._links:
-            self._links[key] = link_class.effective_class(
-                self.topology, a, b, acs_policy)
-        return self._links[key]
-
-
 def evaluate(topology: model.HostTopology, conf: cfg.ConfigOpts,
-             level: link_class.LinkClass | None = None) -> HostGPUs:
+             level: link_class.LinkClass | None = None) -> host_gpus.HostGPUs:
     """Apply ``[gpu_p2p]`` (level, ACS policy, clique_map) to a topology.
 
     Reads the PCI ID database once, for which GPUs may have a clique.
     """
     group = conf.gpu_p2p
     kinds = gpu_kinds(topology, conf)
-    return HostGPUs(topology=topology, kinds=kinds,
-                    cliques=cliques_mod.assign(
-                        topology,
-                        level or link_class.LinkClass[group.p2p_level],
-                        link_class.AcsPolicy(group.acs_policy),
-                        dict(group.clique_map), kinds.barred))
+    return host_gpus.HostGPUs(
+        topology=topology, kinds=kinds,
+        cliques=cliques_mod.assign(
+            topology, level or link_class.LinkClass[group.p2p_level],
+            link_class.AcsPolicy(group.acs_policy),
+            dict(group.clique_map), kinds.barred))
 
 
 def gpu_kinds(topology: model.HostTopology,
@@ -84,7 +58,7 @@ def gpu_kinds(topology: model.HostTopology,
 
 
 def discover(conf: cfg.ConfigOpts,
-             previous: HostGPUs | None = None) -> HostGPUs:
+             previous: host_gpus.HostGPUs | None = None) -> host_gpus.HostGPUs:
     """Discover now; log only what changed since ``previous``.
 
     Runs on every periodic resource update, so an unchanged problem is not
@@ -100,9 +74,9 @@ def discover(conf: cfg.ConfigOpts,
                   '= %s failed: %s. Guests keep Nova\'s normal layout and '
                   'this host reports no GPU P2P traits until the next '
                   'periodic update succeeds.', name, exc)
-        return HostGPUs(topology=model.HostTopology(functions={}),
-                        cliques=cliques_mod.Cliques(groups=(), ids={}),
-                        error=str(exc))
+        return host_gpus.HostGPUs(
+            topology=model.HostTopology(functions={}),
+            cliques=cliques_mod.Cliques(groups=(), ids={}), error=str(exc))
     known = set()
     if previous is not None:
         known = set(previous.topology.findings + previous.cliques.findings)

@@ -28,11 +28,12 @@ import dataclasses
 
 from oslo_log import log as logging
 
-from nova_gpu_p2p.fabric import module_ids
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import module_ids
 from nova_gpu_p2p.topology import static
 from nova_gpu_p2p.topology import sysfs
 
@@ -41,6 +42,8 @@ LOG = logging.getLogger(__name__)
 
 class FabricManagerBackend(sysfs.SysfsBackend):
     """The sysfs topology with Fabric Manager's partitions and NVLink."""
+
+    capabilities = backends.Capabilities(partitions=True, module_ids=True)
 
     def discover(self) -> model.HostTopology:
         topology = super().discover()
@@ -95,7 +98,7 @@ def _keep(table: dict[int, frozenset[int]], path: str) -> None:
     try:
         if not table or table == module_ids.load_partitions(path):
             return
-    except module_ids.BadFile:
+    except exception.BadModuleIdFile:
         pass  # replaced by Fabric Manager's answer, below
     problem = module_ids.save_partitions(path, table)
     if problem:
@@ -105,7 +108,7 @@ def _keep(table: dict[int, frozenset[int]], path: str) -> None:
                     'nova-compute still knows: %s', problem)
 
 
-def kept_partitions(conf) -> tuple[model.FabricPartition, ...]:
+def kept_partitions(conf) -> tuple[partitions.FabricPartition, ...]:
     """The partitions kept in ``[gpu_p2p] module_id_file``, by address.
 
     For when Fabric Manager cannot be asked: a restarted one answers no
@@ -116,7 +119,7 @@ def kept_partitions(conf) -> tuple[model.FabricPartition, ...]:
     try:
         table = module_ids.load_partitions(path)
         given = _static_modules(conf) if table else {}
-    except (module_ids.BadFile, backends.TopologyError) as exc:
+    except (exception.BadModuleIdFile, exception.TopologyError) as exc:
         LOG.warning('GPU P2P: no kept Fabric Manager partitions: %s', exc)
         return ()
     if not given:
@@ -142,13 +145,13 @@ def supported_partitions(conf) -> tuple[nvfm.Partition, ...]:
     try:
         with nvfm.from_conf(conf) as fabric_manager:
             return fabric_manager.partitions()
-    except nvfm.FmLibraryMissing as exc:
-        raise backends.TopologyError(
+    except exception.FmLibraryMissing as exc:
+        raise exception.TopologyError(
             '%s; [gpu_p2p] fabric_manager_library = %s must name NVIDIA '
             'Fabric Manager\'s client library, libnvfm.so.1'
             % (exc, group.fabric_manager_library))
-    except (nvfm.FmError, ValueError) as exc:
-        raise backends.TopologyError(
+    except (exception.FmError, ValueError) as exc:
+        raise exception.TopologyError(
             'cannot read the partitions of NVIDIA Fabric Manager at %s '
             '([gpu_p2p] fabric_manager_address): %s; check that '
             'nvidia-fabricmanager runs there in shared NVSwitch mode '

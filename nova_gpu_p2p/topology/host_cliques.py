@@ -38,11 +38,15 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 import dataclasses
 
-from nova_gpu_p2p import limits
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 
-CLIQUE_IDS = range(limits.MAX_CLIQUE_ID + 1)
+#: QEMU 2.12 added vfio-pci's ``x-nv-gpudirect-clique``, a 4-bit field of
+#: the NVIDIA vendor capability it adds (hw/vfio/pci-quirks.c refuses
+#: other values: "valid range 0-15"): IDs 0-15.
+MAX_CLIQUE_ID = 15
+
+CLIQUE_IDS = range(MAX_CLIQUE_ID + 1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,6 +22,8 @@ pure functions over it.
 import dataclasses
 import enum
 
+from nova_gpu_p2p.fabric import partitions
+
 NVIDIA_VENDOR_ID = 0x10de
 #: As Nova's PCI device objects spell vendor IDs.
 NVIDIA_VENDOR_HEX = '%04x' % NVIDIA_VENDOR_ID
@@ -159,19 +161,6 @@ class NumaNode:
 
 
 @dataclasses.dataclass(frozen=True)
-class FabricPartition:
-    """One NVIDIA Fabric Manager partition, its GPUs by PCI address.
-
-    Fabric Manager names a partition's GPUs by module ID; the backend
-    maps them to addresses, so the rules never see module IDs.
-    """
-
-    id: int
-    #: PCI addresses of its GPUs, sorted.
-    gpus: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
 class HostTopology:
     """Everything the rules need to know about one host."""
 
@@ -191,7 +180,7 @@ class HostTopology:
         default_factory=dict)
     #: The partitions NVIDIA Fabric Manager supports on an HGX board
     #: (fabricmanager backend); empty on hosts without Fabric Manager.
-    fabric_partitions: tuple[FabricPartition, ...] = ()
+    fabric_partitions: tuple[partitions.FabricPartition, ...] = ()
     #: Human-readable notes on what was odd or missing during discovery.
     findings: tuple[str, ...] = ()
 

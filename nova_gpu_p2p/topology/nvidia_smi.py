@@ -25,18 +25,12 @@ reads as not capable.
 import itertools
 import re
 
+from nova_gpu_p2p import exception
+
 P2P_OK = 'OK'
 SELF = 'X'
 
 _LABEL = re.compile(r'GPU(0|[1-9][0-9]*)')
-
-
-class MatrixError(ValueError):
-    """The matrix is not one nvidia-smi prints; ``line`` is where."""
-
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(message)
-        self.line = line
 
 
 def parse_p2p(text: str, count: int,
@@ -44,18 +38,19 @@ def parse_p2p(text: str, count: int,
     """Whether each pair ``(a, b)``, ``a < b``, of ``count`` GPUs is capable.
 
     ``first_line`` is the line number of the text's first line in the file
-    it came from, so that errors name the file's lines. Raises MatrixError
-    naming what is wrong and what is allowed.
+    it came from, so that errors name the file's lines. Raises
+    NvidiaSmiMatrixError naming what is wrong and what is allowed.
     """
     rows = _rows(text, first_line)
     if not rows:
-        raise MatrixError(first_line, 'the matrix has no rows before its '
-                                      'legend; paste what nvidia-smi topo '
-                                      '-p2p r prints')
+        raise exception.NvidiaSmiMatrixError(
+            first_line, 'the matrix has no rows before its '
+            'legend; paste what nvidia-smi topo '
+            '-p2p r prints')
     (header_line, header), body = rows[0], rows[1:]
     columns = [_label(token, header_line, count) for token in header]
     if len(set(columns)) != len(columns) or len(columns) != count:
-        raise MatrixError(
+        raise exception.NvidiaSmiMatrixError(
             header_line, 'the header must name each of the %d GPUs once '
             '(GPU0 to GPU%d), got %s' % (count, count - 1, ' '.join(header)))
     cells: dict[tuple[int, int], str] = {}
@@ -63,26 +58,27 @@ def parse_p2p(text: str, count: int,
     for line, tokens in body:
         row = _label(tokens[0], line, count)
         if row in row_lines:
-            raise MatrixError(line, 'a second row for GPU%d (first on line '
-                                    '%d); give one row per GPU'
-                              % (row, row_lines[row]))
+            raise exception.NvidiaSmiMatrixError(
+                line, 'a second row for GPU%d (first on line '
+                '%d); give one row per GPU'
+                % (row, row_lines[row]))
         row_lines[row] = line
         if len(tokens) - 1 != len(columns):
-            raise MatrixError(
+            raise exception.NvidiaSmiMatrixError(
                 line, 'row GPU%d has %d values; it needs %d, one per GPU'
                 % (row, len(tokens) - 1, len(columns)))
         for column, value in zip(columns, tokens[1:]):
             cells[row, column] = _cell(value.upper(), row, column, line)
     missing = sorted(set(range(count)) - set(row_lines))
     if missing:
-        raise MatrixError(
+        raise exception.NvidiaSmiMatrixError(
             header_line, 'no row for %s; the matrix needs one row per GPU'
             % ', '.join('GPU%d' % i for i in missing))
     capable = {}
     for a, b in itertools.combinations(range(count), 2):
         if (cells[a, b] == P2P_OK) != (cells[b, a] == P2P_OK):
             first, second = sorted((a, b), key=row_lines.get)
-            raise MatrixError(
+            raise exception.NvidiaSmiMatrixError(
                 row_lines[second], 'not symmetric: GPU%d to GPU%d is %s on '
                 'line %d but GPU%d to GPU%d is %s; P2P must be the same both '
                 'ways' % (first, second, cells[first, second],
@@ -107,7 +103,7 @@ def _rows(text: str, first_line: int) -> list[tuple[int, list[str]]]:
 def _label(token: str, line: int, count: int) -> int:
     match = _LABEL.fullmatch(token)
     if match is None or int(match.group(1)) >= count:
-        raise MatrixError(
+        raise exception.NvidiaSmiMatrixError(
             line, "unknown GPU label '%s'; the matrix is of %d GPUs, GPU0 "
             "to GPU%d" % (token, count, count - 1))
     return int(match.group(1))
@@ -115,10 +111,11 @@ def _label(token: str, line: int, count: int) -> int:
 
 def _cell(value: str, row: int, column: int, line: int) -> str:
     if row == column and value != SELF:
-        raise MatrixError(line, "GPU%d to itself must be '%s', got '%s'"
-                          % (row, SELF, value))
+        raise exception.NvidiaSmiMatrixError(
+            line, "GPU%d to itself must be '%s', got '%s'"
+            % (row, SELF, value))
     if row != column and value == SELF:
-        raise MatrixError(
+        raise exception.NvidiaSmiMatrixError(
             line, "GPU%d to GPU%d is '%s', which only the diagonal may be; "
             "use %s or a not-supported code such as NS"
             % (row, column, SELF, P2P_OK))

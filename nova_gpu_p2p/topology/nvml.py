@@ -28,7 +28,9 @@ import types
 
 from oslo_log import log as logging
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import pci_address
+from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 
@@ -48,12 +50,7 @@ def bus_id_address(bus_id: bytes | str) -> str:
     """
     if isinstance(bus_id, bytes):
         bus_id = bus_id.decode('ascii')
-    domain, _, rest = bus_id.partition(':')
-    return pci_address.normalize('%04x:%s' % (int(domain, 16), rest))
-
-
-class NvmlUnavailable(Exception):
-    """NVML cannot be asked here: not installed, or no NVIDIA driver."""
+    return pci_address.from_nvml(bus_id)
 
 
 @contextlib.contextmanager
@@ -62,11 +59,11 @@ def session() -> Iterator[types.ModuleType]:
     try:
         import pynvml
     except ImportError as exc:
-        raise NvmlUnavailable(str(exc))
+        raise exception.NvmlUnavailable(str(exc))
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        raise NvmlUnavailable(str(exc))
+        raise exception.NvmlUnavailable(str(exc))
     try:
         yield pynvml
     finally:
@@ -96,12 +93,14 @@ def devices(nvml: types.ModuleType) -> list[tuple[object, str]]:
 class NvmlBackend(sysfs.SysfsBackend):
     """The sysfs topology with ``nvlink_pairs`` filled in from NVML."""
 
+    capabilities = backends.Capabilities()
+
     def discover(self) -> model.HostTopology:
         topology = super().discover()
         try:
             with session() as pynvml:
                 pairs = _NvLinks(pynvml, topology).pairs()
-        except NvmlUnavailable as exc:
+        except exception.NvmlUnavailable as exc:
             return _add_finding(topology, NVML_UNAVAILABLE % exc)
         return dataclasses.replace(topology, nvlink_pairs=pairs)
 

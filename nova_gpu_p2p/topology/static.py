@@ -28,10 +28,11 @@ import itertools
 
 from nova_gpu_p2p_guest import input_file
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
-from nova_gpu_p2p import limits
 from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import host_cliques
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import nvidia_smi
 from nova_gpu_p2p.topology import static_schema
@@ -57,7 +58,7 @@ def parse(text: str, filename: str) -> model.HostTopology:
     """
     try:
         return _topology(static_schema.read(text), filename)
-    except static_schema.LineError as exc:
+    except exception.StaticLineError as exc:
         raise _error(exc, filename)
 
 
@@ -69,7 +70,7 @@ def module_ids(text: str, filename: str) -> dict[str, int]:
     """
     try:
         gpus = _gpus(static_schema.read(text))
-    except static_schema.LineError as exc:
+    except exception.StaticLineError as exc:
         raise _error(exc, filename)
     return {gpu.function.address: gpu.module_id for gpu in gpus
             if gpu.module_id is not None}
@@ -78,21 +79,21 @@ def module_ids(text: str, filename: str) -> dict[str, int]:
 def read(path: str | None) -> str:
     """The text of ``[gpu_p2p] static_topology_file``."""
     if not path:
-        raise backends.TopologyError(
+        raise exception.TopologyError(
             '[gpu_p2p] static_topology_file is not set; the static '
             'topology backend reads the host\'s GPUs from that file')
     try:
         return input_file.read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
-        raise backends.TopologyError(
+        raise exception.TopologyError(
             'cannot read %s, named by [gpu_p2p] static_topology_file: %s'
             % (path, exc))
 
 
-def _error(exc: static_schema.LineError,
-           filename: str) -> backends.TopologyError:
-    return backends.TopologyError('%s line %d: %s'
-                                  % (filename, exc.line, exc))
+def _error(exc: exception.StaticLineError,
+           filename: str) -> exception.TopologyError:
+    return exception.TopologyError('%s line %d: %s'
+                                   % (filename, exc.line, exc))
 
 
 def _topology(document: static_schema.Document,
@@ -135,7 +136,7 @@ def _gpus(document: static_schema.Document) -> list[_Gpu]:
         except ValueError:
             raise document.refuse(path + ('address',))
         if address in lines:
-            raise static_schema.LineError(
+            raise exception.StaticLineError(
                 document.line(path), 'duplicate GPU address %s, already '
                 'listed on line %d; list each GPU once'
                 % (address, lines[address]))
@@ -146,14 +147,14 @@ def _gpus(document: static_schema.Document) -> list[_Gpu]:
         clique = None
         if 'clique' in entry:
             clique = _bounded(document, path + ('clique',), 0,
-                              limits.MAX_CLIQUE_ID)
+                              host_cliques.MAX_CLIQUE_ID)
         module_id = None
         if 'module_id' in entry:
             module_id = _bounded(document, path + ('module_id',), 1,
                                  nvfm.FM_MAX_NUM_GPUS)
             line = document.line(path + ('module_id',))
             if module_id in module_lines:
-                raise static_schema.LineError(
+                raise exception.StaticLineError(
                     line, 'duplicate module_id %d, already given on line '
                     '%d; each GPU has its own module' % (
                         module_id, module_lines[module_id]))
@@ -195,7 +196,7 @@ def _numa_nodes(
         path = ('numa_nodes', index)
         node_id = int(entry['id'])
         if node_id in nodes:
-            raise static_schema.LineError(
+            raise exception.StaticLineError(
                 document.line(path + ('id',)), 'duplicate NUMA node id %d, '
                 'already listed on line %d' % (node_id, id_lines[node_id]))
         id_lines[node_id] = document.line(path + ('id',))
@@ -229,7 +230,7 @@ def _check_distances(document: static_schema.Document,
     """
     what = static_schema.name(path)
     if len(numa_node.distances) != len(order):
-        raise static_schema.LineError(
+        raise exception.StaticLineError(
             document.line(path), '%s has %d values but numa_nodes lists %d '
             'nodes; give one distance per node, in id order (%s)'
             % (what, len(numa_node.distances), len(order),
@@ -237,7 +238,7 @@ def _check_distances(document: static_schema.Document,
     for other, distance in zip(order, numa_node.distances):
         if (other == numa_node.id) != (distance ==
                                        static_schema.LOCAL_DISTANCE):
-            raise static_schema.LineError(
+            raise exception.StaticLineError(
                 document.line(path), '%s: the distance from node %d to node '
                 '%d is %d; it must be %d to the node itself and from %d to '
                 '%d to other nodes' % (
@@ -254,7 +255,7 @@ def _check_gpu_nodes(document: static_schema.Document, gpus: list[_Gpu],
         numa_node = gpu.function.numa_node
         if numa_node is not None and numa_node not in ids:
             path = ('gpus', index, 'numa_node')
-            raise static_schema.LineError(
+            raise exception.StaticLineError(
                 document.line(path), '%s %d is not one of the numa_nodes ids '
                 '(%s)' % (static_schema.name(path), numa_node,
                           ', '.join(str(i) for i in ids)))
@@ -271,8 +272,8 @@ def _matrix(document: static_schema.Document,
         # A literal block's text starts on the line after its "|".
         capable = nvidia_smi.parse_p2p(document.data['p2p_matrix'],
                                        len(gpus), document.line(path) + 1)
-    except nvidia_smi.MatrixError as exc:
-        raise static_schema.LineError(exc.line, 'p2p_matrix: %s' % exc)
+    except exception.NvidiaSmiMatrixError as exc:
+        raise exception.StaticLineError(exc.line, 'p2p_matrix: %s' % exc)
     return {frozenset((gpus[a].function.address,
                        gpus[b].function.address)): value
             for (a, b), value in capable.items()}
@@ -289,6 +290,9 @@ def _clique_overrides(gpus: list[_Gpu]) -> dict[frozenset[str], bool]:
 
 class StaticBackend(backends.TopologyBackend):
     """Reads the file named by ``[gpu_p2p] static_topology_file``."""
+
+    capabilities = backends.Capabilities(required=(
+        ('static_topology_file', 'to name the topology file'),))
 
     def discover(self) -> model.HostTopology:
         path = self.conf.gpu_p2p.static_topology_file

@@ -31,8 +31,9 @@ import dataclasses
 import jsonschema
 import yaml
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
-from nova_gpu_p2p import limits
+from nova_gpu_p2p.topology import host_cliques
 
 #: ACPI SLIT distances, as libvirt accepts them.
 LOCAL_DISTANCE = 10
@@ -68,7 +69,7 @@ _GPU = _mapping({
     'numa_node': _text('an integer >= 0', _DECIMAL),
     'root_complex': _text('a name that is not empty, such as pci0000:80',
                           r'\S'),
-    'clique': _text('an integer from 0 to %d' % limits.MAX_CLIQUE_ID,
+    'clique': _text('an integer from 0 to %d' % host_cliques.MAX_CLIQUE_ID,
                     _DECIMAL),
     'device': _text('a PCI device ID, up to 4 hex digits such as 0x2330',
                     '^(0[xX])?[0-9a-fA-F]{1,4}$'),
@@ -115,14 +116,6 @@ SCHEMA = {
 _VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
 
-class LineError(ValueError):
-    """What is wrong at ``line`` of the file, and what is allowed."""
-
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(message)
-        self.line = line
-
-
 @dataclasses.dataclass(frozen=True)
 class Document:
     """The file as plain data: mappings, lists and text, with their nodes."""
@@ -144,14 +137,14 @@ class Document:
             value = value[part]
         return value
 
-    def refuse(self, path: Path) -> 'LineError':
+    def refuse(self, path: Path) -> 'exception.StaticLineError':
         """The value at ``path`` is wrong: say so, and what is allowed."""
         schema = SCHEMA
         for part in path:
             schema = (schema['properties'][part] if isinstance(part, str)
                       else schema['items'])
-        return LineError(self.line(path),
-                         _wrong(path, schema, self.value(path)))
+        return exception.StaticLineError(
+            self.line(path), _wrong(path, schema, self.value(path)))
 
 
 def name(path: Path) -> str:
@@ -171,13 +164,14 @@ def name(path: Path) -> str:
 def read(text: str) -> Document:
     """The file's data once its structure is right.
 
-    Raises LineError for YAML syntax, an empty file, a key given twice or
-    the first value, in file order, that the schema refuses.
+    Raises StaticLineError for YAML syntax, an empty file, a key given
+    twice or the first value, in file order, that the schema refuses.
     """
     root = _compose(text)
     if root is None:
-        raise LineError(1, 'the file is empty; it needs at least a gpus '
-                           'list')
+        raise exception.StaticLineError(
+            1, 'the file is empty; it needs at least a gpus '
+            'list')
     nodes: dict[Path, yaml.Node] = {}
     key_nodes: dict[Path, yaml.Node] = {}
     document = Document(_plain(root, (), nodes, key_nodes), nodes, key_nodes)
@@ -203,9 +197,10 @@ class _NoAliasLoader(yaml.SafeLoader):
                      index: object) -> yaml.Node:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise LineError(event.start_mark.line + 1,
-                            'YAML alias *%s: aliases are not accepted, '
-                            'write the value out' % event.anchor)
+            raise exception.StaticLineError(
+                event.start_mark.line + 1,
+                'YAML alias *%s: aliases are not accepted, write the value '
+                'out' % event.anchor)
         return super().compose_node(parent, index)
 
 
@@ -213,11 +208,11 @@ def _compose(text: str) -> yaml.Node | None:
     try:
         return yaml.compose(text, Loader=_NoAliasLoader)
     except yaml.reader.ReaderError as exc:
-        raise LineError(text.count('\n', 0, exc.position) + 1,
-                        'YAML syntax error: %s' % exc.reason)
+        raise exception.StaticLineError(text.count('\n', 0, exc.position) + 1,
+                                        'YAML syntax error: %s' % exc.reason)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        raise LineError(
+        raise exception.StaticLineError(
             mark.line + 1 if mark else 1,
             'YAML syntax error: %s' % ', '.join(
                 part for part in (exc.context, exc.problem) if part))
@@ -235,13 +230,15 @@ def _plain(node: yaml.Node, path: Path, nodes: dict[Path, yaml.Node],
     mapping = {}
     for key, value in node.value:
         if not isinstance(key, yaml.ScalarNode):
-            raise LineError(_line(key), 'a key in %s must be a name, got a '
-                                        '%s' % (name(path), _KINDS[type(key)]))
+            raise exception.StaticLineError(
+                _line(key), 'a key in %s must be a name, got a '
+                '%s' % (name(path), _KINDS[type(key)]))
         if key.value in mapping:
-            raise LineError(_line(key), "key '%s' appears twice in %s "
-                                        "(first on line %d)"
-                            % (key.value, name(path), _line(
-                                key_nodes[path + (key.value,)])))
+            raise exception.StaticLineError(
+                _line(key), "key '%s' appears twice in %s "
+                "(first on line %d)"
+                % (key.value, name(path),
+                   _line(key_nodes[path + (key.value,)])))
         key_nodes[path + (key.value,)] = key
         mapping[key.value] = _plain(value, path + (key.value,), nodes,
                                     key_nodes)
@@ -255,7 +252,7 @@ def _shown(value: dict | list | str) -> str:
 
 
 def _message(error: jsonschema.ValidationError,
-             document: Document) -> LineError:
+             document: Document) -> exception.StaticLineError:
     """The error at its line, naming the value and what is allowed."""
     path = tuple(error.absolute_path)
     what = name(path)
@@ -264,7 +261,7 @@ def _message(error: jsonschema.ValidationError,
         line, key = min((document.key_line(path + (key,)), key)
                         for key in error.instance
                         if key not in schema['properties'])
-        return LineError(
+        return exception.StaticLineError(
             line,
             "unknown key '%s' in %s; allowed keys are %s"
             % (key, what, ', '.join(schema['properties'])))
@@ -272,13 +269,15 @@ def _message(error: jsonschema.ValidationError,
         key = next(key for key in schema['required']
                    if key not in error.instance)
         allowed = schema['properties'][key]['description']
-        return LineError(document.line(path), '%s has no %s; it is required: '
-                                              '%s' % (what, key, allowed))
+        return exception.StaticLineError(
+            document.line(path), '%s has no %s; it is required: '
+            '%s' % (what, key, allowed))
     if error.validator == 'minItems':
-        return LineError(document.line(path), '%s is empty; it must be %s'
-                         % (what, schema['description']))
-    return LineError(document.line(path),
-                     _wrong(path, schema, error.instance))
+        return exception.StaticLineError(
+            document.line(path), '%s is empty; it must be %s'
+            % (what, schema['description']))
+    return exception.StaticLineError(document.line(path),
+                                     _wrong(path, schema, error.instance))
 
 
 def _wrong(path: Path, schema: dict, value: dict | list | str) -> str:

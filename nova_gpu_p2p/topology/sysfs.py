@@ -31,7 +31,9 @@ import re
 from nova_gpu_p2p_guest import input_file
 from oslo_log import log as logging
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import native_thread
+from nova_gpu_p2p import pci_address
 from nova_gpu_p2p import privsep
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
@@ -40,7 +42,6 @@ from nova_gpu_p2p.topology import pci_config
 LOG = logging.getLogger(__name__)
 
 _ROOT_COMPLEX = re.compile(r'^pci[0-9a-f]{4}:[0-9a-f]{2}$')
-_ADDRESS = re.compile(r'^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
 _IORESOURCE_MEM = 0x00000200
 _IORESOURCE_MEM_64 = 0x00100000
 _BAR_LINES = 6
@@ -170,6 +171,8 @@ def read_host_configs(addresses: list[str],
 class SysfsBackend(backends.TopologyBackend):
     """Reads ``bus/pci/devices``, ``devices/pci*`` and ``devices/system``."""
 
+    capabilities = backends.Capabilities(bindings=True)
+
     def __init__(self, conf, read_config: ConfigReader | None = None):
         super().__init__(conf)
         self.root = conf.gpu_p2p.sysfs_root
@@ -180,7 +183,7 @@ class SysfsBackend(backends.TopologyBackend):
         try:
             entries = sorted(os.listdir(devices))
         except OSError as exc:
-            raise backends.TopologyError(
+            raise exception.TopologyError(
                 'cannot list PCI devices in %s: %s' % (devices, exc))
         functions: dict[str, model.PCIFunction] = {}
         self._config_ok = True
@@ -206,7 +209,7 @@ class SysfsBackend(backends.TopologyBackend):
         try:
             model.refuse_parent_loops(functions)
         except ValueError as exc:
-            raise backends.TopologyError('PCI devices in %s: %s' % (
+            raise exception.TopologyError('PCI devices in %s: %s' % (
                 devices, exc))
         for address in sorted(functions):
             if self._orphaned(functions, address):
@@ -275,7 +278,7 @@ class SysfsBackend(backends.TopologyBackend):
         except StopIteration:
             raise ValueError('%s is not under a devices/pciDDDD:BB '
                              'directory' % path)
-        parent = parts[-2] if _ADDRESS.match(parts[-2]) else None
+        parent = parts[-2] if pci_address.is_sysfs(parts[-2]) else None
         numa_node = int(_read(os.path.join(path, 'numa_node')))
         iommu_group = _link_name(os.path.join(path, 'iommu_group'))
         facts = (self._config_facts(path, address, configs)

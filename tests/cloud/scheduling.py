@@ -25,7 +25,7 @@ from nova import conf as nova_conf
 from nova.scheduler.client import report
 from nova.tests import fixtures as nova_fixtures
 
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import driver
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.fabric import partitions
@@ -68,7 +68,7 @@ def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
     """
     values = []
     for address, clique_id in sorted(clique_ids.items()):
-        key, _, value = device_spec.entry(address, clique_id).partition(
+        key, _, value = device_spec_tags.entry(address, clique_id).partition(
             ' = ')
         assert key == 'device_spec', key
         values.append(value)
@@ -77,9 +77,9 @@ def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
 
 def partition_device_spec_values(clique_ids: dict[str, int]) -> list[str]:
     """Each GPU's entry with its clique and partitions."""
-    sizes = device_spec.partition_sizes(PARTITIONS)
-    return [device_spec.entry(address, clique_id,
-                              sizes.get(address, {})).partition(' = ')[2]
+    sizes = device_spec_tags.partition_sizes(PARTITIONS)
+    return [device_spec_tags.entry(address, clique_id,
+                                   sizes.get(address, {})).partition(' = ')[2]
             for address, clique_id in sorted(clique_ids.items())
             if clique_id is not None]
 

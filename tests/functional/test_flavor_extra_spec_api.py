@@ -19,6 +19,7 @@ from unittest import mock
 from nova.api.validation.extra_specs import validators
 from nova.tests.functional.api import client
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_spec_validators
 from nova_gpu_p2p import extra_specs
 from tests.cloud import nova_cloud as base
@@ -83,7 +84,7 @@ class FlavorExtraSpecAPITest(base.APITestBase):
         self.set_spec('hw:gpu_p2p_clique', 'foo')
         value = self.admin_api.get_extra_specs(self.flavor_id)[
             'hw:gpu_p2p_clique']
-        self.assertRaises(extra_specs.InvalidExtraSpec,
+        self.assertRaises(exception.InvalidExtraSpec,
                           extra_specs.parse_clique, value)
 
     def test_without_our_entry_point_nova_rejects_valid_values(self):

@@ -29,7 +29,7 @@ import json
 from nova import conf as nova_conf
 from nova.tests.functional.api import client
 
-from nova_gpu_p2p import instance_events
+from nova_gpu_p2p import action_events
 from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
@@ -89,7 +89,7 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
                         gpus: tuple[str, str] = SWITCH_PAIR) -> None:
         """Back in ``state``, without cliques, and the loss visible."""
         events = [event for event in base.finished_events(self.api, server)
-                  if event['event'] == instance_events.LOST]
+                  if event['event'] == action_events.LOST]
         self.assertEqual(state, server['status'])
         self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
         xml = self.domain_xml(server)
@@ -225,7 +225,7 @@ class LiveMigrationTest(layout.LayoutAssertions, base.GPUHostsTestBase):
             r'WARNING \[nova_gpu_p2p\.driver\] .*GPU P2P: live migration '
             r'of a server with PCI devices')
         events = [event for event in base.finished_events(self.api, server)
-                  if event['event'] == instance_events.LIVE_MIGRATION]
+                  if event['event'] == action_events.LIVE_MIGRATION]
         self.assertEqual(1, len(events), events)
         self.assertIn('GPU P2P: live migration of a server with PCI '
                       'devices', events[0]['details'])

@@ -32,7 +32,7 @@ from nova.virt.libvirt import driver as libvirt_driver
 from oslo_utils import versionutils
 
 from lab import demo_cloud
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import traits
 from tests.cloud import nova_cloud as base
@@ -338,7 +338,7 @@ class DeviceProviderTraitsTest(_TraitsTestBase):
     def _add_pci_aliases(self, topology):
         """Aliases as usual; device_spec by address, as operators write it.
 
-        Clique GPUs get the entry ``device_spec.entry()`` writes.
+        Clique GPUs get the entry ``device_spec_tags.entry()`` writes.
         """
         super()._add_pci_aliases(topology)
         specs = []
@@ -348,7 +348,7 @@ class DeviceProviderTraitsTest(_TraitsTestBase):
                 if address in self.untagged:
                     specs.append({'address': address})
                     continue
-                line = device_spec.entry(address, 0)
+                line = device_spec_tags.entry(address, 0)
                 key, _, value = line.partition(' = ')
                 self.assertEqual('device_spec', key)
                 specs.append(json.loads(value))

@@ -32,8 +32,10 @@ from nova_gpu_p2p.checks import nvswitch
 from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import result
 from nova_gpu_p2p.checks import vfio
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
-from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.fabric import partitions as partitions_mod
+from nova_gpu_p2p.topology import backends
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 from tests.unit import test_check_command
@@ -61,7 +63,7 @@ def hgx_topology(known=MODULES):
     """The corpus HGX host as the fabricmanager backend reads it."""
     found = test_corpus.discover(HGX)
     partitions = tuple(
-        model.FabricPartition(id=pid, gpus=tuple(sorted(
+        partitions_mod.FabricPartition(id=pid, gpus=tuple(sorted(
             known[m] for m in modules)))
         for pid, modules in sorted(fake_fm.H100_PARTITIONS.items())
         if modules <= known.keys())
@@ -74,8 +76,8 @@ def facts(mode=fabric.FabricMode.SHARED_NVSWITCH, backend='fabricmanager',
                           or mode is None and backend == 'fabricmanager'):
         state = fabric.FabricState(fm_partitions(active={3}))
     return fabric.FabricFacts(
-        backend, '/run/fm.sock',
-        fabric.FabricConfig('/fm.cfg', mode, problem), state)
+        backend, backends.capabilities(backend), 'fabricmanager',
+        '/run/fm.sock', fabric.FabricConfig('/fm.cfg', mode, problem), state)
 
 
 def by_subject(checks):
@@ -167,6 +169,7 @@ class TestReachable(testtools.TestCase):
 
     def check(self):
         return fabric.check_reachable(fabric.FabricFacts(
+            'fabricmanager', backends.capabilities('fabricmanager'),
             'fabricmanager', self.fm.address,
             fabric.FabricConfig('/fm.cfg', fabric.FabricMode(1)),
             fabric.ask(self.conf)))
@@ -332,8 +335,9 @@ class TestHostChecks(testtools.TestCase):
                         subjects.index('module IDs'))
 
     def test_fabric_manager_down(self):
-        down = fabric.FabricState(error=nvfm.FmUnavailable(
-            'fmConnect(/run/fm.sock)', nvfm.FM_ST_CONNECTION_NOT_VALID))
+        down = fabric.FabricState(error=exception.FmUnavailable(
+            'fmConnect(/run/fm.sock)', nvfm.FM_ST_CONNECTION_NOT_VALID,
+            nvfm.status_text(nvfm.FM_ST_CONNECTION_NOT_VALID)))
         checks = self.run_checks(facts(state=down))
         self.assertEqual(FAIL, by_subject(checks)['Fabric Manager'].code)
         self.assertNotIn('module IDs', by_subject(checks))
@@ -349,7 +353,8 @@ class TestHostChecks(testtools.TestCase):
             test_checks.versions.HostVersions((11, 3, 0), (10, 0, 2)),
             'Fabric Manager fmConnect failed', '/',
             fabric=facts(None, state=fabric.FabricState(
-                error=nvfm.FmUnavailable('fmConnect(/run/fm.sock)', -9))))
+                error=exception.FmUnavailable('fmConnect(/run/fm.sock)', -9,
+                                              nvfm.status_text(-9)))))
         self.assertEqual([('GPU topology', FAIL),
                           ('Fabric Manager mode', WARN),
                           ('Fabric Manager', FAIL)],
@@ -412,7 +417,7 @@ class TestCheckCLI(test_check_command.CheckCLIBase):
         reads the module IDs kept before.
         """
         self.useFixture(fixtures.MockPatch(
-            'nova_gpu_p2p.fabric.module_ids.read_nvml',
+            'nova_gpu_p2p.topology.module_ids.read_nvml',
             return_value=({}, 'NVML is not available: no GPU on nvidia')))
         kept = os.path.join(self.root, 'module_ids.json')
         with open(kept, 'w') as f:

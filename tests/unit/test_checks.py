@@ -37,7 +37,8 @@ from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import result
 from nova_gpu_p2p.checks import versions
 from nova_gpu_p2p.checks import vfio
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
+from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.topology import host_cliques as cliques_mod
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
@@ -708,7 +709,7 @@ class TestP2PLevel(testtools.TestCase):
 
 def spec(address, clique_id):
     """A [pci] device_spec value as topology --device-spec prints it."""
-    return device_spec.entry(address, clique_id).split(' = ', 1)[1]
+    return device_spec_tags.entry(address, clique_id).split(' = ', 1)[1]
 
 
 #: Offers every NVIDIA GPU, with no clique trait or tag.
@@ -750,11 +751,11 @@ class TestPlacement(testtools.TestCase):
         # the partitions do.
         board = dataclasses.replace(
             switch_host(acs_a=None), fabric_partitions=(
-                model.FabricPartition(0, (A, B)),
-                model.FabricPartition(7, (A,)),
-                model.FabricPartition(8, (B,))))
-        sizes = device_spec.partition_sizes(board.fabric_partitions)
-        lines = [device_spec.entry(a, 0, sizes[a]).partition(' = ')[2]
+                partitions_mod.FabricPartition(0, (A, B)),
+                partitions_mod.FabricPartition(7, (A,)),
+                partitions_mod.FabricPartition(8, (B,))))
+        sizes = device_spec_tags.partition_sizes(board.fabric_partitions)
+        lines = [device_spec_tags.entry(a, 0, sizes[a]).partition(' = ')[2]
                  for a in (A, B)]
         (check,) = self.check(lines, board)
         self.assertEqual(OK, check.code)

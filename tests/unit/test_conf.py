@@ -17,6 +17,8 @@ from oslo_config import cfg
 import testtools
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import exception
+from nova_gpu_p2p.topology import backends
 
 
 class ConfTestCase(testtools.TestCase):
@@ -111,8 +113,8 @@ class TestGoodValues(ConfTestCase):
             self.assertEqual(text, opts.gpu_p2p.fabric_manager_address)
 
     def test_static_backend_with_file(self):
-        conf.validate(self.load('topology_backend = static\n'
-                                'static_topology_file = /etc/topo.yaml'))
+        backends.validate(self.load('topology_backend = static\n'
+                                    'static_topology_file = /etc/topo.yaml'))
 
 
 class TestBadValues(ConfTestCase):
@@ -120,7 +122,7 @@ class TestBadValues(ConfTestCase):
 
     def assertRefused(self, body, option, *fragments):
         opts = self.load(body)
-        exc = self.assertRaises(conf.InvalidConfig, conf.validate, opts)
+        exc = self.assertRaises(exception.InvalidConfig, conf.validate, opts)
         message = str(exc)
         self.assertIn('[gpu_p2p] %s' % option, message)
         for fragment in fragments:
@@ -177,8 +179,25 @@ class TestBadValues(ConfTestCase):
 
     def test_static_backend_without_file(self):
         opts = self.load('topology_backend = static')
-        exc = self.assertRaises(conf.InvalidConfig, conf.validate, opts)
-        self.assertIn('static_topology_file', str(exc))
+        exc = self.assertRaises(exception.InvalidConfig, backends.validate,
+                                opts)
+        self.assertEqual('[gpu_p2p] topology_backend = static needs '
+                         '[gpu_p2p] static_topology_file to name the '
+                         'topology file', str(exc))
+
+    def test_backends_say_what_they_can_do(self):
+        self.assertEqual(
+            {'fabricmanager': backends.Capabilities(
+                partitions=True, module_ids=True),
+             'nvml': backends.Capabilities(),
+             'static': backends.Capabilities(required=(
+                 ('static_topology_file', 'to name the topology file'),)),
+             'sysfs': backends.Capabilities(bindings=True),
+             'no-such-backend': backends.Capabilities()},
+            {name: backends.capabilities(name) for name in (
+                'fabricmanager', 'nvml', 'static', 'sysfs',
+                'no-such-backend')})
+        self.assertEqual(['fabricmanager'], backends.offering('partitions'))
 
 
 class TestSampleFormatting(testtools.TestCase):

@@ -36,7 +36,7 @@ import testtools
 
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import conf
-from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class as lc
@@ -264,7 +264,7 @@ class TestCorpus(testtools.TestCase):
     def test_capture_whose_bridges_are_each_others_parent(self):
         a, b = SWITCH_PORTS
         path = self.damaged_capture(**{a: b, b: a})
-        error = self.assertRaises(backends.TopologyError,
+        error = self.assertRaises(exception.TopologyError,
                                   deadline.run_briefly, capture.load, path)
         self.assertIn(path, str(error))
         self.assertIn("bridges %s and %s are each other's parent" % (a, b),
@@ -272,7 +272,7 @@ class TestCorpus(testtools.TestCase):
 
     def test_capture_naming_a_parent_it_lacks(self):
         path = self.damaged_capture(**{SWITCH_GPU: '0000:7f:00.0'})
-        error = self.assertRaises(backends.TopologyError, capture.load, path)
+        error = self.assertRaises(exception.TopologyError, capture.load, path)
         self.assertIn(path, str(error))
         self.assertIn('%s names parent 0000:7f:00.0' % SWITCH_GPU, str(error))
 

@@ -46,7 +46,7 @@ from oslo_config import cfg
 import testtools
 
 from nova_gpu_p2p import conf
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import flavor_commands as fc
 import tests
 from tests.unit import test_corpus
@@ -72,7 +72,7 @@ CLIQUES = {'0000:03:00.0': 0, '0000:04:00.0': 0, '0000:07:00.0': 1,
            '0000:08:00.0': 1, '0000:83:00.0': 2, '0000:84:00.0': 2,
            '0000:87:00.0': 3, '0000:88:00.0': 3}
 #: The device_spec values of those GPUs, in file order.
-CLIQUE_SPECS = [device_spec.entry(a, c).split(' = ', 1)[1]
+CLIQUE_SPECS = [device_spec_tags.entry(a, c).split(' = ', 1)[1]
                 for a, c in sorted(CLIQUES.items())]
 # devstack's lib/nova NOVA_FILTERS, which create_nova_conf writes.
 DEVSTACK_FILTERS = ('ComputeFilter,ComputeCapabilitiesFilter,'
@@ -479,9 +479,9 @@ class TestStack(testtools.TestCase):
             [['sudo', os.path.join(STANDIN, 'bin', 'nova-gpu-p2p'),
               'topology', '--device-spec', '--config-file', host.nova_conf]],
             host.calls('sudo'))
-        tags = device_spec.configured_tags(
+        tags = device_spec_tags.configured_tags(
             specs, [(a, 0x10de, 0x2330) for a in CLIQUES])
-        self.assertEqual([], device_spec.problems(CLIQUES, {}, tags))
+        self.assertEqual([], device_spec_tags.problems(CLIQUES, {}, tags))
         for address, clique in CLIQUES.items():
             self.assertEqual('CUSTOM_GPU_P2P_CLIQUE_ID_%d' % clique,
                              tags[address]['traits'])
@@ -493,7 +493,7 @@ class TestStack(testtools.TestCase):
         # Every GPU in one clique at SYS.
         host.run(['stack post-config'], GPU_P2P_P2P_LEVEL='SYS')
         self.assertEqual(
-            [device_spec.entry(a, 0).split(' = ', 1)[1]
+            [device_spec_tags.entry(a, 0).split(' = ', 1)[1]
              for a in sorted(CLIQUES)] + [BROAD_SPEC],
             host.ini()['pci']['device_spec'])
 

@@ -17,28 +17,29 @@ from oslo_config import cfg
 import testtools
 
 from nova_gpu_p2p import conf
-from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p import exception
+from nova_gpu_p2p import nova_signatures
 from nova_gpu_p2p.topology import discovery
 
 
 class TestNovaHooks(testtools.TestCase):
 
     def test_installed_nova_has_them(self):
-        nova_hooks.check()
+        nova_signatures.check()
 
     def test_missing_method_refused(self):
         class Old:
             pass
-        exc = self.assertRaises(nova_hooks.IncompatibleNova,
-                                nova_hooks.check, Old)
+        exc = self.assertRaises(exception.IncompatibleNova,
+                                nova_signatures.check, Old)
         self.assertIn('Old.get_available_resource is missing', str(exc))
 
     def test_changed_signature_refused(self):
         class Moved:
             def get_available_resource(self, node, refresh):
                 pass
-        exc = self.assertRaises(nova_hooks.IncompatibleNova,
-                                nova_hooks.check, Moved)
+        exc = self.assertRaises(exception.IncompatibleNova,
+                                nova_signatures.check, Moved)
         self.assertIn('takes (node, refresh), expected (nodename)',
                       str(exc))
 

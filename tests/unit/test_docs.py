@@ -54,8 +54,9 @@ import testtools
 
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
-from nova_gpu_p2p import limits
+from nova_gpu_p2p.topology import host_cliques
 from nova_gpu_p2p import traits
 import tests
 
@@ -92,7 +93,7 @@ _DEVSTACK_VARIABLE = re.compile(
 _DEVSTACK_DEFINITION = re.compile(r'^(GPU_P2P_[A-Z0-9_]+)=', re.MULTILINE)
 #: Per-GPU trait prefixes -> the largest number they take: a clique ID,
 #: or a Fabric Manager partition ID (FM's unsigned int).
-_PER_GPU_TRAITS = {traits.CLIQUE_ID_PREFIX: limits.MAX_CLIQUE_ID,
+_PER_GPU_TRAITS = {traits.CLIQUE_ID_PREFIX: host_cliques.MAX_CLIQUE_ID,
                    traits.PARTITION_PREFIX: 2 ** 32 - 1}
 
 
@@ -242,7 +243,7 @@ def problems(refs, devstack_variables=None):
             elif not _placeholder(ref.value, upper=True):
                 try:
                     parse(ref.value)
-                except extra_specs.InvalidExtraSpec as exc:
+                except exception.InvalidExtraSpec as exc:
                     found.append(where + str(exc))
         elif ref.kind == 'trait':
             if ref.detail:
@@ -264,7 +265,7 @@ def problems(refs, devstack_variables=None):
                                  ref.name, ref.detail or '',
                                  ', '.join(sorted(traits.OWNED)),
                                  traits.CLIQUE_ID_PREFIX,
-                                 limits.MAX_CLIQUE_ID,
+                                 host_cliques.MAX_CLIQUE_ID,
                                  traits.PARTITION_PREFIX))
         elif ref.kind == 'devstack variable':
             if (devstack_variables is not None

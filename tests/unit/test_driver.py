@@ -24,7 +24,7 @@ import fixtures
 from nova.compute import pci_placement_translator
 from nova.compute import provider_tree
 from nova import conf as nova_conf
-from nova import exception
+from nova import exception as nova_exception
 from nova.tests import fixtures as nova_fixtures
 from nova.virt import driver as virt_driver
 from nova.virt.libvirt import config as vconfig
@@ -33,20 +33,21 @@ from oslo_config import fixture as config_fixture
 from oslo_utils.fixture import uuidsentinel as uuids
 import testtools
 
-from nova_gpu_p2p import conf
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import action_events
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import driver
-from nova_gpu_p2p.fabric import module_ids
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.guest import libvirt_config
-from nova_gpu_p2p import instance_events
-from nova_gpu_p2p import limits
-from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p import min_versions
+from nova_gpu_p2p import nova_signatures
 from nova_gpu_p2p import outage
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as cliques
+from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import module_ids
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 from tests.unit import test_corpus
@@ -76,7 +77,7 @@ class TestLoadThroughNova(testtools.TestCase):
     def test_bad_option_refuses_to_start(self):
         self.conf.load_raw_values(group='gpu_p2p', p2p_level='FOO')
         exit_ = self.useFixture(fixtures.MockPatch('sys.exit')).mock
-        exc = self.assertRaises(conf.InvalidConfig,
+        exc = self.assertRaises(exception.InvalidConfig,
                                 virt_driver.load_compute_driver, None)
         self.assertIn('p2p_level', str(exc))
         self.assertIn("'FOO'", str(exc))
@@ -109,7 +110,7 @@ def _host_gpus():
     functions = {f.address: f for f in (
         _gpu(GPU_A, 0, 'pci0000:00'), _gpu(GPU_B, 0, 'pci0000:00'),
         _gpu(GPU_C, 1, 'pci0000:80'))}
-    return discovery.HostGPUs(
+    return host_gpus.HostGPUs(
         topology=model.HostTopology(functions=functions),
         cliques=cliques.Cliques(groups=((GPU_A, GPU_B), (GPU_C,)),
                                 ids={GPU_A: 0, GPU_B: 0, GPU_C: None}))
@@ -211,7 +212,7 @@ class TestGetGuestConfig(testtools.TestCase):
                                  **{'hw:gpu_p2p_clique': 'required'})
         exc = self.assertRaises(driver.HostCannotHonour, self.call,
                                 instance)
-        self.assertIsInstance(exc, exception.ComputeResourcesUnavailable)
+        self.assertIsInstance(exc, nova_exception.ComputeResourcesUnavailable)
         self.assertIn('GPU P2P: hw:gpu_p2p_clique=required', str(exc))
         self.assertIn('0000:03:00.0, 0000:81:00.0', str(exc))
         self.assertIn('GPU P2P: hw:gpu_p2p_clique=required',
@@ -224,8 +225,9 @@ class TestGetGuestConfig(testtools.TestCase):
         instance = self.instance(**{'hw:gpu_p2p_clique': 'required'})
         exc = self.assertRaises(driver.FlavorCannotBeHonoured, self.call,
                                 instance)
-        self.assertIsInstance(exc, exception.InvalidInput)
-        self.assertNotIsInstance(exc, exception.ComputeResourcesUnavailable)
+        self.assertIsInstance(exc, nova_exception.InvalidInput)
+        self.assertNotIsInstance(
+            exc, nova_exception.ComputeResourcesUnavailable)
         self.assertIn('hw:hide_hypervisor_id', str(exc))
         # The instance fault keeps 255 characters after Nova's 64-character
         # "Build of instance UUID aborted: ": no prefix of InvalidInput's.
@@ -289,10 +291,10 @@ class TestGetGuestConfig(testtools.TestCase):
         self.assertIn('0000:03:00.0, 0000:04:00.0, 0000:81:00.0',
                       warnings[0])
         start.assert_called_once_with('ctx', instance.uuid,
-                                      instance_events.LOST, want_result=False,
+                                      action_events.LOST, want_result=False,
                                       host=nova_conf.CONF.host)
         (args, kwargs), = finish.call_args_list
-        self.assertEqual(('ctx', instance.uuid, instance_events.LOST), args)
+        self.assertEqual(('ctx', instance.uuid, action_events.LOST), args)
         self.assertIn('0000:81:00.0', kwargs['exc_val'])
         # The decision record says it too.
         self.assertIn('0000:81:00.0', ''.join(
@@ -320,10 +322,10 @@ class TestGetGuestConfig(testtools.TestCase):
 
     def test_event_failure_does_not_stop_the_operation(self):
         start, finish = self.events()
-        start.side_effect = exception.InstanceActionNotFound(
+        start.side_effect = nova_exception.InstanceActionNotFound(
             request_id='req', instance_uuid='uuid')
         events_log = self.useFixture(fixtures.FakeLogger(
-            name='nova_gpu_p2p.instance_events', level=logging.INFO))
+            name='nova_gpu_p2p.action_events', level=logging.INFO))
         instance = self.instance(gpus=(GPU_A, GPU_C), vm_state='active',
                                  **{'hw:gpu_p2p_clique': 'required'})
         self.call(instance, context='ctx')
@@ -376,7 +378,7 @@ class TestLiveMigration(testtools.TestCase):
                       {'hw:gpu_numa_affinity': 'preferred'},
                       {'hw:gpu_p2p_clique': 'sometimes'}):
             exc = self.assertRaises(
-                exception.MigrationPreCheckError,
+                nova_exception.MigrationPreCheckError,
                 self.driver.check_can_live_migrate_source, 'ctx',
                 self.instance(**specs), 'dest')
             self.assertIn('live migration of a server with PCI devices',
@@ -452,7 +454,7 @@ NODE = 'host1'
 def _sixteen_with_nvlink():
     """16 GPUs in one clique, two of them joined by NVLink."""
     addresses = ['0000:%02x:00.0' % (0x10 + i) for i in range(16)]
-    return discovery.HostGPUs(
+    return host_gpus.HostGPUs(
         topology=model.HostTopology(
             functions={a: _gpu(a, 0, 'pci0000:00') for a in addresses},
             nvlink_pairs=frozenset([frozenset(addresses[:2])])),
@@ -462,7 +464,7 @@ def _sixteen_with_nvlink():
 
 def _no_numa_pair():
     functions = {a: _gpu(a, None, 'pci0000:00') for a in (GPU_A, GPU_B)}
-    return discovery.HostGPUs(
+    return host_gpus.HostGPUs(
         topology=model.HostTopology(functions=functions),
         cliques=cliques.Cliques(groups=((GPU_A, GPU_B),),
                                 ids={GPU_A: 0, GPU_B: 0}))
@@ -553,7 +555,7 @@ class TestUpdateProviderTree(testtools.TestCase):
         self.assertEqual(NOVA_TRAITS | {OPERATOR} | t.ALL_OURS, self.update())
 
     def test_no_gpus(self):
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}))
         self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
@@ -599,7 +601,7 @@ class TestUpdateProviderTree(testtools.TestCase):
 
     def test_discovery_error_reports_none(self):
         self.update()
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}),
             error='no such file: /sys/bus/pci/devices')
@@ -607,16 +609,17 @@ class TestUpdateProviderTree(testtools.TestCase):
 
     def test_error_wins_over_a_topology(self):
         good = _sixteen_with_nvlink()
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=good.topology, cliques=good.cliques, error='boom')
         self.assertEqual(NOVA_TRAITS | {OPERATOR}, self.update())
 
     def test_numa_trait_needs_its_libvirt(self):
-        self.libvirt.return_value = just_below(limits.LIBVIRT_NUMA_AFFINITY)
+        self.libvirt.return_value = just_below(
+            min_versions.LIBVIRT_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2}, self.update())
 
     def test_numa_trait_needs_its_qemu(self):
-        self.qemu.return_value = just_below(limits.QEMU_NUMA_AFFINITY)
+        self.qemu.return_value = just_below(min_versions.QEMU_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2}, self.update())
 
     def test_numa_trait_with_backports(self):
@@ -626,11 +629,12 @@ class TestUpdateProviderTree(testtools.TestCase):
                          self.update())
 
     def test_numa_trait_follows_versions(self):
-        self.libvirt.return_value = just_below(limits.LIBVIRT_NUMA_AFFINITY)
+        self.libvirt.return_value = just_below(
+            min_versions.LIBVIRT_NUMA_AFFINITY)
         self.assertNotIn(t.NUMA, self.update())
-        self.libvirt.return_value = limits.LIBVIRT_NUMA_AFFINITY
+        self.libvirt.return_value = min_versions.LIBVIRT_NUMA_AFFINITY
         self.assertIn(t.NUMA, self.update())
-        self.qemu.return_value = just_below(limits.QEMU_NUMA_AFFINITY)
+        self.qemu.return_value = just_below(min_versions.QEMU_NUMA_AFFINITY)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2}, self.update())
 
     def test_numa_trait_needs_a_gpu_numa_node(self):
@@ -704,7 +708,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.driver._host_gpus = dataclasses.replace(
             host, topology=dataclasses.replace(
                 host.topology, fabric_partitions=(
-                    model.FabricPartition(0, (GPU_A, GPU_B)),)))
+                    partitions.FabricPartition(0, (GPU_A, GPU_B)),)))
         part = 'CUSTOM_GPU_P2P_PARTITION_0'
         self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0', part)
         self.add_device(GPU_B, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
@@ -768,7 +772,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.update()
         self.assertEqual('', self.log.output)
         host = _host_gpus()
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=host.topology,
             cliques=cliques.Cliques(groups=((GPU_A, GPU_B, GPU_C),),
                                     ids={GPU_A: 0, GPU_B: 0, GPU_C: 0}))
@@ -781,7 +785,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         # upper case, and the check must still find it.
         functions = {a: _gpu(a, 1, 'pci0000:80')
                      for a in ('0000:8a:00.0', '0000:8b:00.0')}
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions=functions),
             cliques=cliques.Cliques(
                 groups=(('0000:8a:00.0', '0000:8b:00.0'),),
@@ -798,7 +802,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.useFixture(fixtures.MockPatch(
             'nova.pci.utils.is_physical_function', return_value=False))
         self.conf.config(group='pci', device_spec=[
-            device_spec.entry(GPU_A, 0).split(' = ', 1)[1],
+            device_spec_tags.entry(GPU_A, 0).split(' = ', 1)[1],
             json.dumps({'address': GPU_B, 'gpu_p2p_clique': '1',
                         'traits': 'CUSTOM_GPU_P2P_CLIQUE_ID_0'}),
             json.dumps({'address': GPU_C})])
@@ -809,27 +813,27 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.assertEqual(
             ['GPU P2P: GPU 0000:04:00.0 is in clique 0 but its [pci] '
              'device_spec entry has gpu_p2p_clique "1": set %s'
-             % device_spec.entry(GPU_B, 0)],
+             % device_spec_tags.entry(GPU_B, 0)],
             self.log.output.splitlines())
 
 
 class TestNovaHooksWithProviderTree(testtools.TestCase):
 
     def test_real_libvirt_driver_accepted(self):
-        nova_hooks.check(libvirt_driver.LibvirtDriver)
-        nova_hooks.check(driver.GPUP2PLibvirtDriver)
+        nova_signatures.check(libvirt_driver.LibvirtDriver)
+        nova_signatures.check(driver.GPUP2PLibvirtDriver)
 
     def test_update_provider_tree_is_a_hook(self):
         self.assertEqual(('provider_tree', 'nodename', 'allocations'),
-                         nova_hooks.HOOKS['update_provider_tree'])
+                         nova_signatures.HOOKS['update_provider_tree'])
 
     def test_update_provider_tree_without_allocations_refused(self):
         class Old(libvirt_driver.LibvirtDriver):
             def update_provider_tree(self, provider_tree, nodename):
                 pass
 
-        exc = self.assertRaises(nova_hooks.IncompatibleNova,
-                                nova_hooks.check, Old)
+        exc = self.assertRaises(exception.IncompatibleNova,
+                                nova_signatures.check, Old)
         self.assertEqual(
             'nova-gpu-p2p does not support this Nova release: '
             'Old.update_provider_tree takes (provider_tree, nodename), '
@@ -845,8 +849,8 @@ class TestNovaHooksWithProviderTree(testtools.TestCase):
                                   disk_info):
                 pass
 
-        exc = self.assertRaises(nova_hooks.IncompatibleNova,
-                                nova_hooks.check, Older)
+        exc = self.assertRaises(exception.IncompatibleNova,
+                                nova_signatures.check, Older)
         self.assertIn('Older.update_provider_tree is missing', str(exc))
         self.assertNotIn('get_available_resource', str(exc))
 
@@ -859,7 +863,7 @@ class TestNovaHooksWithProviderTree(testtools.TestCase):
 
         self.useFixture(fixtures.MockPatchObject(
             libvirt_driver.LibvirtDriver, 'update_provider_tree', old))
-        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+        exc = self.assertRaises(exception.IncompatibleNova,
                                 driver.GPUP2PLibvirtDriver, None)
         self.assertIn('update_provider_tree takes (provider_tree, nodename)',
                       str(exc))
@@ -891,7 +895,7 @@ class _FabricManagerBase(testtools.TestCase):
                          module_id_file=self.module_file,
                          group='gpu_p2p')
         self.driver = virt_driver.load_compute_driver(None)
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={},
                                         fabric_partitions=PARTITIONS),
             cliques=cliques.Cliques(groups=(), ids={}))
@@ -997,7 +1001,7 @@ class TestFabricManagerLifecycle(_FabricManagerBase):
 
     def test_last_known_partitions_while_discovery_fails(self):
         self.create(5)
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}), error='FM down')
         self.fm.down()
@@ -1005,7 +1009,7 @@ class TestFabricManagerLifecycle(_FabricManagerBase):
 
     def partitions_never_known(self):
         self.conf.config(topology_backend='fabricmanager', group='gpu_p2p')
-        self.driver._host_gpus = discovery.HostGPUs(
+        self.driver._host_gpus = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}),
             error='Fabric Manager unreachable')
@@ -1063,7 +1067,7 @@ class TestFabricManagerLifecycle(_FabricManagerBase):
     def test_new_driver_without_kept_partitions_discovers(self):
         discover = self.new_driver()
         discover.side_effect = lambda: setattr(
-            self.driver, '_host_gpus', discovery.HostGPUs(
+            self.driver, '_host_gpus', host_gpus.HostGPUs(
                 topology=model.HostTopology(functions={},
                                             fabric_partitions=PARTITIONS),
                 cliques=cliques.Cliques(groups=(), ids={})))
@@ -1138,7 +1142,7 @@ class TestFabricManagerOutage(_FabricManagerBase):
                 test_corpus.discover('hgx-8gpu-nvswitch-2numa'),
                 fabric_partitions=PARTITIONS),
             nova_conf.CONF, link_class.LinkClass.SYS)
-        self.down = discovery.HostGPUs(
+        self.down = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}),
             error='cannot read the partitions of NVIDIA Fabric Manager')
@@ -1200,7 +1204,7 @@ class TestFabricManagerOutage(_FabricManagerBase):
         self.assertIn('GPU topology discovery failed on this host',
                       self.warnings('keeps running without')[0])
         self.assertEqual(
-            instance_events.LOST, self.event.mock.call_args.args[2])
+            action_events.LOST, self.event.mock.call_args.args[2])
 
     def test_hard_reboot_before_any_periodic_reported_once(self):
         # The cached discovery still has the partitions: only the

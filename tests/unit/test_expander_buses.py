@@ -20,6 +20,7 @@ the module docstring.
 
 import testtools
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import expander_buses as eb
 
@@ -83,8 +84,8 @@ class TestBusNumbers(testtools.TestCase):
 
     def test_thirty_three_on_one_bus_is_error(self):
         devs = [dev('0000:%02x:00.0' % bus) for bus in range(1, 34)]
-        exc = self.assertRaises(eb.LayoutError, eb.layout, devs, {0: 0},
-                                RC, ())
+        exc = self.assertRaises(exception.GuestLayoutError, eb.layout, devs,
+                                {0: 0}, RC, ())
         self.assertIn('33 devices under pci0000:00', str(exc))
         self.assertIn('32 slots', str(exc))
 
@@ -95,8 +96,8 @@ class TestBusNumbers(testtools.TestCase):
         layout = eb.layout(devs, {0: 0}, RC, ())
         self.assertEqual(33, len(layout.buses))
         # One bus per NUMA node: too many.
-        exc = self.assertRaises(eb.LayoutError, eb.layout, devs, {0: 0},
-                                NUMA, ())
+        exc = self.assertRaises(exception.GuestLayoutError, eb.layout, devs,
+                                {0: 0}, NUMA, ())
         self.assertIn('33 devices under node 0', str(exc))
 
     def test_running_out_of_bus_numbers(self):
@@ -105,7 +106,7 @@ class TestBusNumbers(testtools.TestCase):
         devs = [dev('%04x:%02x:00.0' % (node, bus), numa=node,
                     rc='pci%04x:00' % node)
                 for node in range(4) for bus in range(32)]
-        exc = self.assertRaises(eb.LayoutError, eb.layout, devs,
+        exc = self.assertRaises(exception.GuestLayoutError, eb.layout, devs,
                                 {0: 0, 1: 1, 2: 2, 3: 3}, RC, ())
         self.assertIn('not enough PCI bus numbers for 4 expander buses',
                       str(exc))

@@ -17,7 +17,7 @@ from unittest import mock
 from nova.api.validation.extra_specs import base
 from nova.api.validation.extra_specs import hw
 from nova.api.validation.extra_specs import validators
-from nova import exception
+from nova import exception as nova_exception
 import testtools
 
 from nova_gpu_p2p import extra_spec_validators
@@ -106,7 +106,7 @@ class TestValidate(testtools.TestCase):
                 ('hw:gpu_p2p_clique', 'foo', extra_specs.CLIQUE_ALLOWED),
                 ('hw:gpu_numa_affinity', 'strict',
                  extra_specs.NUMA_AFFINITY_ALLOWED)):
-            exc = self.assertRaises(exception.ValidationError,
+            exc = self.assertRaises(nova_exception.ValidationError,
                                     validators.validate, key, value)
             self.assertIn(key, str(exc))
             self.assertIn("'%s'" % value, str(exc))
@@ -134,7 +134,7 @@ class TestMaxPhysAddr(testtools.TestCase):
                 ('hw:maxphysaddr_bits', '\u0664\u0666',
                  'integers from 32 to 52'),
                 ('hw:maxphysaddr_bits', 'max', 'integers from 32 to 52')):
-            exc = self.assertRaises(exception.ValidationError,
+            exc = self.assertRaises(nova_exception.ValidationError,
                                     validators.validate, key, value)
             self.assertIn(key, str(exc))
             self.assertIn("'%s'" % value, str(exc))

@@ -14,6 +14,7 @@
 
 import testtools
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs as es
 
 
@@ -48,7 +49,7 @@ class TestParseClique(testtools.TestCase):
     def test_bad_values(self):
         for value in ('16', '-1', '07', ' 1', '1.0', 'foo', 'AUTO',
                       'Required', '', 'fixed', '0x1', '100'):
-            exc = self.assertRaises(es.InvalidExtraSpec,
+            exc = self.assertRaises(exception.InvalidExtraSpec,
                                     es.parse_clique, value)
             self.assertEqual('hw:gpu_p2p_clique', exc.key)
             self.assertEqual(value, exc.value)
@@ -70,7 +71,7 @@ class TestParseNumaAffinity(testtools.TestCase):
 
     def test_bad_values(self):
         for value in ('strict', 'PREFERRED', '', 'true', '1', 'auto'):
-            exc = self.assertRaises(es.InvalidExtraSpec,
+            exc = self.assertRaises(exception.InvalidExtraSpec,
                                     es.parse_numa_affinity, value)
             self.assertEqual('hw:gpu_numa_affinity', exc.key)
             self.assertIn('hw:gpu_numa_affinity', str(exc))
@@ -104,5 +105,5 @@ class TestParse(testtools.TestCase):
                                    'hw:gpu_numa_affinity': 'none'}).wanted)
 
     def test_bad_value_raises(self):
-        self.assertRaises(es.InvalidExtraSpec, es.parse,
+        self.assertRaises(exception.InvalidExtraSpec, es.parse,
                           {'hw:gpu_numa_affinity': 'strict'})

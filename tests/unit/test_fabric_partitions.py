@@ -19,7 +19,6 @@ import itertools
 import testtools
 
 from nova_gpu_p2p.fabric import partitions
-from nova_gpu_p2p.topology import model
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 
@@ -88,7 +87,7 @@ class TestToAddresses(testtools.TestCase):
     def test_modules_without_partition_are_ignored(self):
         found, findings = partitions.to_addresses(
             [(3, frozenset({1, 3}))], MODULES)
-        self.assertEqual((model.FabricPartition(3, gpus(1, 3)),), found)
+        self.assertEqual((partitions.FabricPartition(3, gpus(1, 3)),), found)
         self.assertEqual((), findings)
 
 

@@ -30,13 +30,15 @@ from unittest import mock
 import fixtures
 import testtools
 
-from nova_gpu_p2p.fabric import module_ids
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
+from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import fabricmanager
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import module_ids
 from nova_gpu_p2p.topology import sysfs
 from nova_gpu_p2p import traits
 from tests.fixtures import fake_fm
@@ -104,7 +106,7 @@ class TestPartitions(BackendTestCase):
     def test_h100_partitions_by_address(self):
         topology = self.discover()
         self.assertEqual(
-            tuple(model.FabricPartition(id=i, gpus=gpus(*modules))
+            tuple(partitions.FabricPartition(id=i, gpus=gpus(*modules))
                   for i, modules in sorted(
                       fake_fm.H100_PARTITIONS.items())),
             topology.fabric_partitions)
@@ -162,7 +164,7 @@ class TestPartitions(BackendTestCase):
         # which the driver's reconcile does before it discovers again.
         fm = self.fm()
         fm.restart()
-        exc = self.assertRaises(backends.TopologyError, self.discover, fm)
+        exc = self.assertRaises(exception.TopologyError, self.discover, fm)
         self.assertIn('FM_ST_NOT_CONFIGURED (-8)', str(exc))
         fm.up()
         self.assertEqual(15, len(self.discover(fm).fabric_partitions))
@@ -245,7 +247,7 @@ class TestModuleIds(BackendTestCase):
 
     def test_bad_static_file(self):
         path = self.static_file([(GPUS[0], 1), (GPUS[1], 1)])
-        exc = self.assertRaises(backends.TopologyError, self.discover,
+        exc = self.assertRaises(exception.TopologyError, self.discover,
                                 static_topology_file=path)
         self.assertIn('%s line 3: duplicate module_id 1' % path, str(exc))
 
@@ -349,7 +351,7 @@ class TestKeptPartitions(BackendTestCase):
 class TestFabricManagerUnavailable(BackendTestCase):
 
     def assertRefused(self, *fragments, fm=None, **overrides):
-        exc = self.assertRaises(backends.TopologyError, self.discover, fm,
+        exc = self.assertRaises(exception.TopologyError, self.discover, fm,
                                 **overrides)
         for fragment in fragments:
             self.assertIn(fragment, str(exc))

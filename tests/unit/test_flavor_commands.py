@@ -28,7 +28,7 @@ from nova.api.validation.extra_specs import validators
 import nova.conf
 from nova.conf import pci as pci_conf
 from nova.conf import scheduler as scheduler_conf
-from nova import exception
+from nova import exception as nova_exception
 from nova import objects
 from nova.pci import request as pci_request
 from nova.pci import whitelist
@@ -41,6 +41,7 @@ from oslo_utils import units
 import testtools
 
 from nova_gpu_p2p.cmd import cli
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_spec_validators
 from nova_gpu_p2p import flavor_commands as fc
 from nova_gpu_p2p.guest import pcihole64
@@ -118,11 +119,11 @@ class TestValidate(testtools.TestCase):
 
     def error(self, **kwargs):
         kwargs.setdefault('alias', 'a100')
-        return str(self.assertRaises(fc.InvalidFlavorRequest, fc.validate,
-                                     fc.FlavorRequest(**kwargs)))
+        return str(self.assertRaises(exception.InvalidFlavorRequest,
+                                     fc.validate, fc.FlavorRequest(**kwargs)))
 
     def test_error_is_a_value_error(self):
-        self.assertTrue(issubclass(fc.InvalidFlavorRequest, ValueError))
+        self.assertTrue(issubclass(exception.InvalidFlavorRequest, ValueError))
 
     def test_one_gpu(self):
         self.assertEqual('--gpus 1: a P2P flavor has 2 to 16 GPUs (a clique '
@@ -213,7 +214,7 @@ class TestValidate(testtools.TestCase):
                                      vcpus=24, ram_mb=3072))
 
     def test_commands_validate(self):
-        self.assertRaises(fc.InvalidFlavorRequest, fc.commands,
+        self.assertRaises(exception.InvalidFlavorRequest, fc.commands,
                           fc.FlavorRequest(gpus=1, alias='a100'))
 
 
@@ -286,7 +287,7 @@ class TestGroupPolicy(testtools.TestCase):
     def test_novas_api_validates_it(self):
         validators.validate(fc.GROUP_POLICY_KEY, 'none')
         # Nova's validator knows the key: it refuses what is not a policy.
-        self.assertRaises(exception.ValidationError, validators.validate,
+        self.assertRaises(nova_exception.ValidationError, validators.validate,
                           fc.GROUP_POLICY_KEY, 'nope')
 
     def test_novas_scheduler_asks_the_same_without_a_warning(self):

@@ -27,7 +27,7 @@ import shutil
 import fixtures
 import testtools
 
-from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import static
@@ -73,7 +73,7 @@ class TestFuzzInputs(testtools.TestCase):
 
         try:
             deadline.run_briefly(walk)
-        except backends.TopologyError:
+        except exception.TopologyError:
             pass
 
     def test_captures(self):

@@ -35,6 +35,7 @@ from nova_gpu_p2p.guest import expander_buses
 from nova_gpu_p2p.guest import plan
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as host_cliques
+from nova_gpu_p2p.topology import host_gpus as host_gpus_mod
 from nova_gpu_p2p.topology import model
 from tests.unit import test_corpus
 
@@ -219,7 +220,7 @@ class TestNotWanted(DecideBase):
                          tuple(d.address for d in result.devices))
 
     def test_not_wanted_ignores_discovery_error(self):
-        broken = discovery.HostGPUs(
+        broken = host_gpus_mod.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=host_cliques.Cliques(groups=(), ids={}), error='boom')
         result = self.decide(request(), host=broken)
@@ -231,7 +232,7 @@ class TestDiscoveryError(DecideBase):
 
     def setUp(self):
         super().setUp()
-        self.broken = discovery.HostGPUs(
+        self.broken = host_gpus_mod.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=host_cliques.Cliques(groups=(), ids={}),
             error='/sys/bus/pci/devices: no such directory')
@@ -942,7 +943,7 @@ class TestFaultLength(DecideBase):
 
 
 def _broken_host():
-    return discovery.HostGPUs(
+    return host_gpus_mod.HostGPUs(
         topology=model.HostTopology(functions={}),
         cliques=host_cliques.Cliques(groups=(), ids={}),
         error='/sys/bus/pci/devices: no such directory')

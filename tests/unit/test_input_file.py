@@ -25,9 +25,9 @@ import fixtures
 import testtools
 
 from nova_gpu_p2p.checks import fabric as fabric_checks
-from nova_gpu_p2p.fabric import module_ids
-from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import capture
+from nova_gpu_p2p.topology import module_ids
 from nova_gpu_p2p.topology import static
 from nova_gpu_p2p.topology import sysfs
 from nova_gpu_p2p_guest import input_file
@@ -66,14 +66,14 @@ class TestInputFile(testtools.TestCase):
 
     def test_capture(self):
         for path in self.hostile():
-            error = self.assertRaises(backends.TopologyError,
+            error = self.assertRaises(exception.TopologyError,
                                       deadline.run_briefly,
                                       capture.load, path)
             self.assertIn('not a regular file', str(error))
 
     def test_static_topology_file(self):
         for path in self.hostile():
-            error = self.assertRaises(backends.TopologyError,
+            error = self.assertRaises(exception.TopologyError,
                                       deadline.run_briefly,
                                       static.read, path)
             self.assertIn('not a regular file', str(error))

@@ -12,7 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""GPU module IDs from NVML and the kept file (fabric.module_ids)."""
+"""GPU module IDs from NVML and the kept file (topology.module_ids)."""
 
 import json
 import os
@@ -23,7 +23,8 @@ from unittest import mock
 import fixtures
 import testtools
 
-from nova_gpu_p2p.fabric import module_ids
+from nova_gpu_p2p import exception
+from nova_gpu_p2p.topology import module_ids
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 from tests.unit import test_nvml_backend
@@ -231,7 +232,7 @@ class TestPartitionTable(FileTestCase):
                       '"3": "1"', '"3": [true]'):
             self.write('{"module_ids": {}, "partitions": {"0": [1], %s}}'
                        % entry)
-            exc = self.assertRaises(module_ids.BadFile,
+            exc = self.assertRaises(exception.BadModuleIdFile,
                                     module_ids.load_partitions, self.path)
             key = entry.split(':')[0]
             self.assertIn('%s: partition entry %s: ' % (self.path, key),
@@ -243,12 +244,12 @@ class TestPartitionTable(FileTestCase):
 
     def test_bad_file_is_refused(self):
         self.write('{"module_ids": {}, "partitions": [[1]]}')
-        exc = self.assertRaises(module_ids.BadFile,
+        exc = self.assertRaises(exception.BadModuleIdFile,
                                 module_ids.load_partitions, self.path)
         self.assertEqual('%s: "partitions" is not {"<partition ID>": '
                          '[<module ID>, ...], ...}' % self.path, str(exc))
         self.write('{"module_ids": {')
-        exc = self.assertRaises(module_ids.BadFile,
+        exc = self.assertRaises(exception.BadModuleIdFile,
                                 module_ids.load_partitions, self.path)
         self.assertIn('cannot read %s' % self.path, str(exc))
 

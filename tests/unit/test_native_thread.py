@@ -35,8 +35,8 @@ import testtools
 
 from nova_gpu_p2p import driver
 from nova_gpu_p2p import native_thread
-from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as cliques
+from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import model
 import tests
 
@@ -139,7 +139,7 @@ class TestRefreshHostGpus(testtools.TestCase):
         self.useFixture(config_fixture.Config(nova_conf.CONF))
         self.useFixture(nova_fixtures.LibvirtFixture())
         self.driver = driver.GPUP2PLibvirtDriver(None)
-        self.found = discovery.HostGPUs(
+        self.found = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}))
         self.discover = self.useFixture(fixtures.MockPatch(
@@ -173,7 +173,7 @@ class TestRefreshHostGpus(testtools.TestCase):
         self.assertIs(self.found, self.driver.refresh_host_gpus())
         self.discover.assert_called_once_with(nova_conf.CONF)
         previous = self.driver._host_gpus
-        self.discover.return_value = discovery.HostGPUs(
+        self.discover.return_value = host_gpus.HostGPUs(
             topology=model.HostTopology(functions={}),
             cliques=cliques.Cliques(groups=(), ids={}), error='new')
         self.assertIs(previous, self.driver.refresh_host_gpus())

@@ -549,6 +549,29 @@ class TestApply(NovaGuestBase):
         self.assertEqual(QEMU + 'override', dom[-1].tag)
 
 
+class TestHostdevAddresses(testtools.TestCase):
+
+    def test_pci_hostdevs_only(self):
+        xml = ("<domain><devices>"
+               "<hostdev mode='subsystem' type='pci' managed='yes'><source>"
+               "<address domain='0x0000' bus='0x8a' slot='0x00' "
+               "function='0x1'/></source>"
+               "<address type='pci' domain='0x0000' bus='0x05' slot='0x00' "
+               "function='0x0'/></hostdev>"
+               "<hostdev mode='subsystem' type='usb'><source>"
+               "<address bus='1' device='2'/></source></hostdev>"
+               "<interface type='hostdev'><source><address type='pci' "
+               "domain='0x0000' bus='0x85' slot='0x00' function='0x2'/>"
+               "</source></interface>"
+               "</devices></domain>")
+        # The guest-side address and non-PCI hostdevs are not the host's.
+        self.assertEqual(('0000:8a:00.1',),
+                         nova_guest.hostdev_addresses(xml))
+
+    def test_no_devices(self):
+        self.assertEqual((), nova_guest.hostdev_addresses('<domain/>'))
+
+
 class TestMetadata(testtools.TestCase):
 
     def plan(self, **kwargs):

@@ -27,6 +27,7 @@ from unittest import mock
 import fixtures
 import testtools
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
@@ -60,10 +61,10 @@ class FabricManagerTest(testtools.TestCase):
             found = {p.id: p.modules for p in fm.partitions()}
             fm.activate(4)  # modules 1, 2
             for overlapping in (1, 2, 8, 9):
-                self.assertRaises(nvfm.FmInUse, fm.activate, overlapping)
+                self.assertRaises(exception.FmInUse, fm.activate, overlapping)
             fm.activate(5)  # modules 3, 4: free
             for unknown in (0, 16):
-                e = self.assertRaises(nvfm.FmError, fm.activate, unknown)
+                e = self.assertRaises(exception.FmError, fm.activate, unknown)
                 self.assertEqual(nvfm.FM_ST_BADPARAM, e.status)
         self.assertEqual({
             1: frozenset(range(1, 9)),
@@ -112,7 +113,8 @@ class FabricManagerTest(testtools.TestCase):
         with self.connect() as fm:
             fm.activate(1)  # modules 1-4
             for overlapping in (1, 0, 3, 7, 10):
-                e = self.assertRaises(nvfm.FmInUse, fm.activate, overlapping)
+                e = self.assertRaises(exception.FmInUse, fm.activate,
+                                      overlapping)
                 self.assertEqual(nvfm.FM_ST_IN_USE, e.status)
             fm.activate(2)  # modules 5-8: free
         self.assertEqual({1, 2}, self.fm.active())
@@ -121,21 +123,22 @@ class FabricManagerTest(testtools.TestCase):
         # nv_fm_agent.h: FM_ST_UNINITIALIZED "specified partition is not
         # activated", for this call only.
         with self.connect() as fm:
-            e = self.assertRaises(nvfm.FmError, fm.deactivate, 4)
-            self.assertIs(nvfm.FmNotActive, type(e))
+            e = self.assertRaises(exception.FmError, fm.deactivate, 4)
+            self.assertIs(exception.FmNotActive, type(e))
             self.assertEqual(nvfm.FM_ST_UNINITIALIZED, e.status)
-            e = self.assertRaises(nvfm.FmError, fm.activate, 15)
-            self.assertIs(nvfm.FmError, type(e))
+            e = self.assertRaises(exception.FmError, fm.activate, 15)
+            self.assertIs(exception.FmError, type(e))
 
     def test_unknown_partition(self):
         with self.connect() as fm:
             for call in (fm.activate, fm.deactivate):
-                e = self.assertRaises(nvfm.FmError, call, 15)
+                e = self.assertRaises(exception.FmError, call, 15)
                 self.assertEqual(nvfm.FM_ST_BADPARAM, e.status)
 
     def test_fabric_manager_down(self):
         self.fm.down()
-        e = self.assertRaises(nvfm.FmUnavailable, self.connect().__enter__)
+        e = self.assertRaises(exception.FmUnavailable,
+                              self.connect().__enter__)
         self.assertEqual(
             'Fabric Manager fmConnect(%s) failed: '
             'FM_ST_CONNECTION_NOT_VALID (-9)' % self.fm.address, str(e))
@@ -144,16 +147,16 @@ class FabricManagerTest(testtools.TestCase):
     def test_fabric_manager_goes_down_while_connected(self):
         with self.connect() as fm:
             self.fm.down()
-            self.assertRaises(nvfm.FmUnavailable, fm.activate, 1)
+            self.assertRaises(exception.FmUnavailable, fm.activate, 1)
             self.fm.up()
             fm.activate(1)
         self.assertEqual({1}, self.fm.active())
 
     def test_no_fabric_manager_at_the_address(self):
         os.remove(self.fm.address)
-        self.assertRaises(nvfm.FmUnavailable, self.connect().__enter__)
+        self.assertRaises(exception.FmUnavailable, self.connect().__enter__)
         tcp = nvfm.FabricManager('127.0.0.1:6666', self.library)
-        self.assertRaises(nvfm.FmUnavailable, tcp.__enter__)
+        self.assertRaises(exception.FmUnavailable, tcp.__enter__)
 
     def test_restart_refuses_until_told_what_is_active(self):
         with self.connect() as fm:
@@ -162,10 +165,10 @@ class FabricManagerTest(testtools.TestCase):
         # Restart mode keeps the routes.
         self.assertEqual({3}, self.fm.active())
         with self.connect() as fm:
-            e = self.assertRaises(nvfm.FmNotReady, fm.partitions)
+            e = self.assertRaises(exception.FmNotReady, fm.partitions)
             self.assertEqual(nvfm.FM_ST_NOT_CONFIGURED, e.status)
             for call in (fm.activate, fm.deactivate):
-                e = self.assertRaises(nvfm.FmNotReady, call, 3)
+                e = self.assertRaises(exception.FmNotReady, call, 3)
                 self.assertEqual(nvfm.FM_ST_NOT_CONFIGURED, e.status)
             fm.set_activated([3, 6])
             self.assertEqual('up', self.fm.mode())
@@ -193,7 +196,7 @@ class FabricManagerTest(testtools.TestCase):
     def test_set_activated_overlapping(self):
         self.fm.restart()
         with self.connect() as fm:
-            self.assertRaises(nvfm.FmInUse, fm.set_activated, [1, 3])
+            self.assertRaises(exception.FmInUse, fm.set_activated, [1, 3])
         self.assertEqual('restarted', self.fm.mode())
 
     def test_set_activated_too_many(self):
@@ -205,7 +208,7 @@ class FabricManagerTest(testtools.TestCase):
         self.fm.force_active(5)
         with self.connect() as fm:
             self.assertEqual([5], [p.id for p in fm.partitions() if p.active])
-            self.assertRaises(nvfm.FmInUse, fm.activate, 2)
+            self.assertRaises(exception.FmInUse, fm.activate, 2)
 
     def test_connections_share_one_initialised_library(self):
         # fmLibShutdown is process-wide: leaving the inner block must not
@@ -222,7 +225,7 @@ class FabricManagerTest(testtools.TestCase):
 
     def test_failed_connect_releases_the_library(self):
         self.fm.down()
-        self.assertRaises(nvfm.FmUnavailable, self.connect().__enter__)
+        self.assertRaises(exception.FmUnavailable, self.connect().__enter__)
         self.fm.up()
         with self.connect() as fm:
             fm.activate(1)
@@ -301,7 +304,7 @@ class VersionTest(testtools.TestCase):
         library = fake_fm.library(connect_v1_only=True)
         self.fm.down()
         e = self.assertRaises(
-            nvfm.FmUnavailable,
+            exception.FmUnavailable,
             nvfm.FabricManager(self.fm.address, library).__enter__)
         self.assertEqual(nvfm.FM_ST_CONNECTION_NOT_VALID, e.status)
         # Version 1 was taken, if not connected: it comes first next time.
@@ -323,9 +326,9 @@ class VersionTest(testtools.TestCase):
             # Neither version of fmConnect's parameters, for fmConnect.
             wrong = {name: getattr(nvfm, name) - (1 << 24) for name in names}
             with mock.patch.multiple(nvfm, **wrong):
-                e = self.assertRaises(nvfm.FmError, self.use, call)
+                e = self.assertRaises(exception.FmError, self.use, call)
             # Not FmUnavailable, even from fmConnect: retrying won't help.
-            self.assertIs(nvfm.FmError, type(e), names)
+            self.assertIs(exception.FmError, type(e), names)
             self.assertEqual(nvfm.FM_ST_VERSION_MISMATCH, e.status)
             self.assertIn('failed: FM_ST_VERSION_MISMATCH (-6)', str(e))
 
@@ -354,7 +357,7 @@ class LibraryTest(testtools.TestCase):
     def test_missing_library_names_the_path(self):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
                             'libnvfm.so.1')
-        e = self.assertRaises(nvfm.FmLibraryMissing,
+        e = self.assertRaises(exception.FmLibraryMissing,
                               nvfm.FabricManager('/run/fm.sock',
                                                  path).__enter__)
         self.assertIsNone(e.status)
@@ -363,7 +366,7 @@ class LibraryTest(testtools.TestCase):
 
     def test_library_without_a_call(self):
         # libc loads, but has none of Fabric Manager's calls.
-        e = self.assertRaises(nvfm.FmLibraryMissing,
+        e = self.assertRaises(exception.FmLibraryMissing,
                               nvfm.FabricManager('/run/fm.sock',
                                                  'libc.so.6').__enter__)
         self.assertEqual('dlsym(fmLibInit)', e.call)
@@ -374,16 +377,17 @@ class ErrorTest(testtools.TestCase):
 
     def test_each_status_has_its_class_and_message(self):
         for status, cls in (
-                (nvfm.FM_ST_CONNECTION_NOT_VALID, nvfm.FmUnavailable),
-                (nvfm.FM_ST_TIMEOUT, nvfm.FmUnavailable),
-                (nvfm.FM_ST_IN_USE, nvfm.FmInUse),
-                (nvfm.FM_ST_RESOURCE_IN_USE, nvfm.FmInUse),
-                (nvfm.FM_ST_RESOURCE_USED_IN_ANOTHER_PARTITION, nvfm.FmInUse),
-                (nvfm.FM_ST_NOT_CONFIGURED, nvfm.FmNotReady),
-                (nvfm.FM_ST_NOT_READY, nvfm.FmNotReady),
-                (nvfm.FM_ST_UNINITIALIZED, nvfm.FmError),
-                (nvfm.FM_ST_NVLINK_ERROR, nvfm.FmError)):
-            e = self.assertRaises(nvfm.FmError, nvfm._check,
+                (nvfm.FM_ST_CONNECTION_NOT_VALID, exception.FmUnavailable),
+                (nvfm.FM_ST_TIMEOUT, exception.FmUnavailable),
+                (nvfm.FM_ST_IN_USE, exception.FmInUse),
+                (nvfm.FM_ST_RESOURCE_IN_USE, exception.FmInUse),
+                (nvfm.FM_ST_RESOURCE_USED_IN_ANOTHER_PARTITION,
+                 exception.FmInUse),
+                (nvfm.FM_ST_NOT_CONFIGURED, exception.FmNotReady),
+                (nvfm.FM_ST_NOT_READY, exception.FmNotReady),
+                (nvfm.FM_ST_UNINITIALIZED, exception.FmError),
+                (nvfm.FM_ST_NVLINK_ERROR, exception.FmError)):
+            e = self.assertRaises(exception.FmError, nvfm._check,
                                   'fmActivateFabricPartition(3)', status)
             self.assertIs(cls, type(e))
             self.assertEqual('fmActivateFabricPartition(3)', e.call)
@@ -393,15 +397,17 @@ class ErrorTest(testtools.TestCase):
                 '%s (%d)' % (nvfm.STATUS_NAMES[status], status), str(e))
 
     def test_connect_failures_are_unavailable(self):
-        e = self.assertRaises(nvfm.FmUnavailable, nvfm._check,
+        e = self.assertRaises(exception.FmUnavailable, nvfm._check,
                               'fmConnect(127.0.0.1:6666)',
-                              nvfm.FM_ST_GENERIC_ERROR, nvfm.FmUnavailable)
+                              nvfm.FM_ST_GENERIC_ERROR,
+                              exception.FmUnavailable)
         self.assertEqual(
             'Fabric Manager fmConnect(127.0.0.1:6666) failed: '
             'FM_ST_GENERIC_ERROR (-2)', str(e))
 
     def test_unknown_status(self):
-        e = self.assertRaises(nvfm.FmError, nvfm._check, 'fmLibInit()', -99)
+        e = self.assertRaises(exception.FmError, nvfm._check, 'fmLibInit()',
+                              -99)
         self.assertEqual(
             'Fabric Manager fmLibInit() failed: unknown status (-99)',
             str(e))
@@ -431,17 +437,17 @@ class AnswerBoundsTest(testtools.TestCase):
             self.answer(2, gpus=8))])
 
     def test_more_partitions_than_fit(self):
-        e = self.assertRaises(nvfm.FmError, nvfm.read_partitions,
+        e = self.assertRaises(exception.FmError, nvfm.read_partitions,
                               self.answer(65))
         self.assertIn('65 partitions answered; at most 64 fit', str(e))
 
     def test_more_gpus_than_fit(self):
-        e = self.assertRaises(nvfm.FmError, nvfm.read_partitions,
+        e = self.assertRaises(exception.FmError, nvfm.read_partitions,
                               self.answer(1, gpus=17))
         self.assertIn('partition 0 has 17 GPUs; at most 16 fit', str(e))
 
     def test_an_id_twice(self):
-        e = self.assertRaises(nvfm.FmError, nvfm.read_partitions,
+        e = self.assertRaises(exception.FmError, nvfm.read_partitions,
                               self.answer(3, ids=[4, 4, 5]))
         self.assertIn('partition ID(s) 4 answered twice', str(e))
 

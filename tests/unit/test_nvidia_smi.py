@@ -16,6 +16,7 @@ import textwrap
 
 import testtools
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import nvidia_smi
 
 
@@ -71,7 +72,7 @@ class TestParseP2P(testtools.TestCase):
 class TestParseP2PErrors(testtools.TestCase):
 
     def assertError(self, text: str, line: int, *words: str) -> str:
-        exc = self.assertRaises(nvidia_smi.MatrixError,
+        exc = self.assertRaises(exception.NvidiaSmiMatrixError,
                                 nvidia_smi.parse_p2p,
                                 textwrap.dedent(text), 4, 10)
         self.assertEqual(line, exc.line, str(exc))

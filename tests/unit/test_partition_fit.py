@@ -22,9 +22,9 @@ import itertools
 
 import testtools
 
-from nova_gpu_p2p import device_spec
+from nova_gpu_p2p import device_spec_tags
+from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.scheduler import partition_fit
-from nova_gpu_p2p.topology import model
 from tests.fixtures import fake_fm
 
 H100 = fake_fm.H100_PARTITIONS
@@ -33,8 +33,9 @@ B200 = fake_fm.B200_PARTITIONS
 
 def _board(partitions=H100, used=()):
     """The free GPUs' providers, tagged as their device_spec entries say."""
-    tags = device_spec.partition_sizes(
-        model.FabricPartition(pid, tuple('m%d' % m for m in sorted(gpus)))
+    tags = device_spec_tags.partition_sizes(
+        partitions_mod.FabricPartition(
+            pid, tuple('m%d' % m for m in sorted(gpus)))
         for pid, gpus in partitions.items())
     return {'m%d' % m: partition_fit.Gpu('m%d' % m, tags['m%d' % m])
             for m in range(1, 9) if m not in used}

@@ -34,3 +34,26 @@ class TestNormalize(testtools.TestCase):
             exc = self.assertRaises(ValueError, pci_address.normalize, text)
             self.assertIn("'%s'" % text, str(exc))
             self.assertIn('dddd:bb:ss.f', str(exc))
+
+
+class TestOtherSpellings(testtools.TestCase):
+
+    def test_is_sysfs(self):
+        self.assertTrue(pci_address.is_sysfs('0000:8a:00.1'))
+        for text in ('0000:8A:00.1', '8a:00.1', '0000:8a:00.1\n',
+                     '0000:8a:00.8', '../0000:8a:00.1', None, b'0000:8a:00.1'):
+            self.assertFalse(pci_address.is_sysfs(text), text)
+
+    def test_from_fields(self):
+        self.assertEqual('0000:8a:00.1', pci_address.from_fields(
+            '0x0000', '0x8a', '0x00', '0x1'))
+        self.assertEqual('0000:81:1f.7', pci_address.from_fields(
+            '0000', '81', '1f', '7'))
+
+    def test_from_nvml(self):
+        self.assertEqual('0000:8a:00.0',
+                         pci_address.from_nvml('00000000:8A:00.0'))
+        self.assertEqual('0001:01:00.0',
+                         pci_address.from_nvml('00000001:01:00.0'))
+        for text in ('GPU-1234', '00000000:8a:00'):
+            self.assertRaises(ValueError, pci_address.from_nvml, text)

@@ -29,7 +29,7 @@ from nova.tests.unit.scheduler import fakes
 from oslo_config import fixture as config_fixture
 import testtools
 
-from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p import exception
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.scheduler import host_view
 
@@ -485,7 +485,7 @@ class TestCheckNova(testtools.TestCase):
             'nova.scheduler.host_manager.HostState.__init__', init))
         for cls in (scheduler.GPUP2PCliqueFilter,
                     scheduler.GPUP2PCliqueFitWeigher):
-            exc = self.assertRaises(nova_hooks.IncompatibleNova, cls)
+            exc = self.assertRaises(exception.IncompatibleNova, cls)
             self.assertIn('HostState has no allocation_candidates',
                           str(exc))
 
@@ -493,7 +493,7 @@ class TestCheckNova(testtools.TestCase):
         self.useFixture(fixtures.MonkeyPatch(
             'nova.scheduler.utils.get_weight_multiplier',
             lambda host_state, name: 1.0))
-        exc = self.assertRaises(nova_hooks.IncompatibleNova,
+        exc = self.assertRaises(exception.IncompatibleNova,
                                 host_view.check_nova)
         self.assertIn('get_weight_multiplier takes (host_state, name)',
                       str(exc))

@@ -20,7 +20,7 @@ from oslo_config import cfg
 import testtools
 
 from nova_gpu_p2p import conf
-from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
@@ -212,7 +212,7 @@ class TestParse(testtools.TestCase):
 class TestParseErrors(testtools.TestCase):
 
     def assertError(self, text: str, line: int, *words: str) -> str:
-        exc = self.assertRaises(backends.TopologyError, parse, text)
+        exc = self.assertRaises(exception.TopologyError, parse, text)
         message = str(exc)
         self.assertTrue(message.startswith('%s line %d: ' % (FILENAME, line)),
                         message)
@@ -331,7 +331,7 @@ class TestParseErrors(testtools.TestCase):
             laughs.append('%s: &%s [%s]' % (level, level, ','.join(
                 ['*' + previous] * 9)))
         text = '\n'.join(laughs + ['gpus: *i']) + '\n'
-        exc = self.assertRaises(backends.TopologyError,
+        exc = self.assertRaises(exception.TopologyError,
                                 deadline.run_briefly, parse, text)
         self.assertEqual('%s line 2: YAML alias *a: aliases are not '
                          'accepted, write the value out' % FILENAME,
@@ -485,7 +485,7 @@ class TestModuleIds(testtools.TestCase):
 
     def test_errors_name_the_file_and_line(self):
         exc = self.assertRaises(
-            backends.TopologyError, static.module_ids,
+            exception.TopologyError, static.module_ids,
             'gpus:\n- address: 81:00.0\n  module_id: 0\n', FILENAME)
         self.assertTrue(str(exc).startswith('%s line 3: GPU0 module_id '
                                             % FILENAME), str(exc))
@@ -528,7 +528,7 @@ class TestStaticBackend(testtools.TestCase):
         path = self.useFixture(fixtures.TempDir()).join('gpus.yaml')
         with open(path, 'w') as f:
             f.write('gpus: []\n')
-        exc = self.assertRaises(backends.TopologyError,
+        exc = self.assertRaises(exception.TopologyError,
                                 self.backend(path).discover)
         self.assertEqual('%s line 1: gpus is empty; it must be a list of one '
                          'or more GPUs, each a mapping with an address'
@@ -537,14 +537,14 @@ class TestStaticBackend(testtools.TestCase):
     def test_missing_file(self):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
                             'absent.yaml')
-        exc = self.assertRaises(backends.TopologyError,
+        exc = self.assertRaises(exception.TopologyError,
                                 self.backend(path).discover)
         self.assertIn('cannot read %s' % path, str(exc))
         self.assertIn('[gpu_p2p] static_topology_file', str(exc))
         self.assertIn('No such file', str(exc))
 
     def test_option_unset(self):
-        exc = self.assertRaises(backends.TopologyError,
+        exc = self.assertRaises(exception.TopologyError,
                                 self.backend(None).discover)
         self.assertIn('[gpu_p2p] static_topology_file is not set', str(exc))
 
@@ -553,5 +553,5 @@ class TestStaticBackend(testtools.TestCase):
         with open(path, 'w') as f:
             f.write(FOUR_GPUS)
         self.assertEqual(FOUR_GPUS, static.read(path))
-        self.assertRaises(backends.TopologyError, static.read, path + '.x')
-        self.assertRaises(backends.TopologyError, static.read, None)
+        self.assertRaises(exception.TopologyError, static.read, path + '.x')
+        self.assertRaises(exception.TopologyError, static.read, None)

@@ -21,6 +21,7 @@ import os
 import jsonschema
 import testtools
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import static_schema
 import tests
 
@@ -131,6 +132,6 @@ class TestRead(testtools.TestCase):
                 ('gpus:\n- address: 81:00.0\n  device: [1]\n', 3,
                  'GPU0 device must be a PCI device ID, up to 4 hex digits '
                  'such as 0x2330, got a list')):
-            error = self.assertRaises(static_schema.LineError,
+            error = self.assertRaises(exception.StaticLineError,
                                       static_schema.read, text)
             self.assertEqual((line, message), (error.line, str(error)), text)

@@ -26,7 +26,7 @@ from unittest import mock
 
 import testtools
 
-from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
@@ -136,7 +136,7 @@ class TestDamagedTree(testtools.TestCase):
         self.build()
         devices = os.path.join(self.root, 'bus', 'pci', 'devices')
         shutil.rmtree(devices)
-        error = self.assertRaises(backends.TopologyError, self.discover)
+        error = self.assertRaises(exception.TopologyError, self.discover)
         self.assertIn(devices, str(error))
 
     def test_bridges_that_are_each_others_parent(self):
@@ -149,7 +149,7 @@ class TestDamagedTree(testtools.TestCase):
                             symlinks=True)
             os.unlink(os.path.join(devices, child))
             os.symlink(target, os.path.join(devices, child))
-        error = self.assertRaises(backends.TopologyError,
+        error = self.assertRaises(exception.TopologyError,
                                   deadline.run_briefly, self.discover)
         self.assertIn(devices, str(error))
         self.assertIn("bridges %s and %s are each other's parent"

@@ -26,7 +26,7 @@ from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p.guest import plan
 from nova_gpu_p2p.guest import topology_description as td
-from nova_gpu_p2p import limits
+from nova_gpu_p2p import min_versions
 from nova_gpu_p2p.topology import discovery
 from tests.unit import test_corpus
 from tests.unit import test_driver
@@ -121,20 +121,20 @@ class TestDescribe(tgp.DecideBase):
 
     def test_old_libvirt_or_qemu_noted(self):
         needs = 'fw_cfg entries need libvirt %s and QEMU %s' % (
-            '.'.join(map(str, limits.LIBVIRT_FWCFG)),
-            '.'.join(map(str, limits.QEMU_FWCFG)))
+            '.'.join(map(str, min_versions.LIBVIRT_FWCFG)),
+            '.'.join(map(str, min_versions.QEMU_FWCFG)))
         for facts in (
                 tgp.facts(libvirt_version=test_driver.just_below(
-                    limits.LIBVIRT_FWCFG)),
+                    min_versions.LIBVIRT_FWCFG)),
                 tgp.facts(qemu_version=test_driver.just_below(
-                    limits.QEMU_FWCFG))):
+                    min_versions.QEMU_FWCFG))):
             result = self.decide(AFFINITY, (GPU_A, GPU_B), guest=facts)
             self.assertIsNone(result.guest_topology)
             self.assertEqual(1, len(result.buses.buses))
             self.assertNoteContains(needs, result)
         at_minimum = self.decide(AFFINITY, (GPU_A, GPU_B), guest=tgp.facts(
-            libvirt_version=limits.LIBVIRT_FWCFG,
-            qemu_version=limits.QEMU_FWCFG))
+            libvirt_version=min_versions.LIBVIRT_FWCFG,
+            qemu_version=min_versions.QEMU_FWCFG))
         self.assertIsNotNone(at_minimum.guest_topology)
 
     def test_too_large_noted(self):

@@ -14,9 +14,9 @@
 
 """The start-up check fails loudly for each Nova detail taken away.
 
-One test per detail listed in :mod:`nova_gpu_p2p.nova_hooks`, generated
+One test per detail listed in :mod:`nova_gpu_p2p.nova_signatures`, generated
 from its tables: each patches the detail away in the installed Nova and
-expects :class:`~nova_gpu_p2p.nova_hooks.IncompatibleNova` naming it.
+expects :class:`~nova_gpu_p2p.exception.IncompatibleNova` naming it.
 """
 
 from unittest import mock
@@ -31,8 +31,9 @@ from oslo_config import cfg
 import testtools
 
 from nova_gpu_p2p import driver
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.guest import libvirt_config
-from nova_gpu_p2p import nova_hooks
+from nova_gpu_p2p import nova_signatures
 
 PREFIX = 'nova-gpu-p2p does not support this Nova release: '
 
@@ -46,8 +47,8 @@ class TestNovaHooks(testtools.TestCase):
         self.addCleanup(libvirt_config.nova_fields.cache_clear)
 
     def refused(self, *needles: str) -> str:
-        exc = self.assertRaises(nova_hooks.IncompatibleNova,
-                                nova_hooks.check)
+        exc = self.assertRaises(exception.IncompatibleNova,
+                                nova_signatures.check)
         message = str(exc)
         self.assertTrue(message.startswith(PREFIX), message)
         for needle in needles:
@@ -55,9 +56,9 @@ class TestNovaHooks(testtools.TestCase):
         return message
 
     def test_installed_nova_accepted(self):
-        nova_hooks.check()
-        nova_hooks.check(libvirt_driver.LibvirtDriver)
-        nova_hooks.check(driver.GPUP2PLibvirtDriver)
+        nova_signatures.check()
+        nova_signatures.check(libvirt_driver.LibvirtDriver)
+        nova_signatures.check(driver.GPUP2PLibvirtDriver)
 
     def test_every_problem_named_at_once(self):
         self.useFixture(fixtures.MonkeyPatch(
@@ -165,8 +166,8 @@ def _hook_test(name: str, expected: tuple[str, ...]):
     def test(self):
         changed = type('Changed', (libvirt_driver.LibvirtDriver,),
                        {name: lambda self, other: None})
-        exc = self.assertRaises(nova_hooks.IncompatibleNova,
-                                nova_hooks.check, changed)
+        exc = self.assertRaises(exception.IncompatibleNova,
+                                nova_signatures.check, changed)
         self.assertIn('Changed.%s takes (other), expected (%s)'
                       % (name, ', '.join(expected)), str(exc))
     return test
@@ -202,7 +203,7 @@ def _object_field_test(object_name: str, field: str):
 def _option_test(group: str, name: str):
     def test(self):
         conf = cfg.ConfigOpts()
-        for other_group, other in nova_hooks.OPTIONS:
+        for other_group, other in nova_signatures.OPTIONS:
             if (other_group, other) != (group, name):
                 conf.register_opt(cfg.StrOpt(other),
                                   group=None if other_group == 'DEFAULT'
@@ -212,19 +213,19 @@ def _option_test(group: str, name: str):
     return test
 
 
-for _hook, _expected in nova_hooks.HOOKS.items():
+for _hook, _expected in nova_signatures.HOOKS.items():
     _add('test_changed_hook_' + _slug(_hook), _hook_test(_hook, _expected))
-for _path in nova_hooks.CALLABLES:
+for _path in nova_signatures.CALLABLES:
     _add('test_missing_' + _slug(_path), _callable_test(_path))
-for _class_name, _fields in nova_hooks.CONFIG_FIELDS.items():
+for _class_name, _fields in nova_signatures.CONFIG_FIELDS.items():
     _add('test_missing_' + _slug(_class_name), _class_test(_class_name))
     for _field in _fields:
         _add('test_missing_%s_%s' % (_slug(_class_name), _field),
              _field_test(_class_name, _field))
-for _object_name, _fields in nova_hooks.OBJECT_FIELDS.items():
+for _object_name, _fields in nova_signatures.OBJECT_FIELDS.items():
     for _field in _fields:
         _add('test_missing_object_%s_%s' % (_slug(_object_name), _field),
              _object_field_test(_object_name, _field))
-for _group, _name in nova_hooks.OPTIONS:
+for _group, _name in nova_signatures.OPTIONS:
     _add('test_missing_option_%s_%s' % (_group.lower(), _name),
          _option_test(_group, _name))

@@ -33,6 +33,7 @@ import types
 from nova_gpu_p2p_guest import input_file
 from oslo_log import log as logging
 
+from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.topology import nvml
 
@@ -53,7 +54,7 @@ def read_nvml() -> tuple[dict[str, int], str | None]:
     try:
         with nvml.session() as pynvml:
             return _module_ids(pynvml)
-    except nvml.NvmlUnavailable as exc:
+    except exception.NvmlUnavailable as exc:
         return {}, 'NVML is not available: %s' % exc
 
 
@@ -80,10 +81,6 @@ def _module_ids(pynvml: types.ModuleType
             LOG.debug('NVML GPU %s: module ID %d is none', address,
                       module_id)
     return found, None
-
-
-class BadFile(ValueError):
-    """The kept partition table cannot be used; the message says why."""
 
 
 def _read(path: str) -> tuple[dict, str | None]:
@@ -137,22 +134,23 @@ def load_partitions(path: str) -> dict[int, frozenset[int]]:
 
     Fabric Manager after a restart answers nothing until told which
     partitions run, so what it answered before is kept here. Empty when
-    nothing is kept; BadFile, naming the file and the entry, when the
-    table cannot be trusted.
+    nothing is kept; BadModuleIdFile, naming the file and the entry, when
+    the table cannot be trusted.
     """
     data, problem = _read(path)
     if problem:
-        raise BadFile(problem)
+        raise exception.BadModuleIdFile(problem)
     kept = data.get('partitions', {})
     if not isinstance(kept, dict):
-        raise BadFile('%s: "partitions" is not {"<partition ID>": '
-                      '[<module ID>, ...], ...}' % path)
+        raise exception.BadModuleIdFile(
+            '%s: "partitions" is not {"<partition ID>": '
+            '[<module ID>, ...], ...}' % path)
     table = {}
     for key, modules in kept.items():
         if (key not in _PARTITION_KEYS or not isinstance(modules, list)
                 or not modules or not all(map(_is_module_id, modules))
                 or len(set(modules)) != len(modules)):
-            raise BadFile(
+            raise exception.BadModuleIdFile(
                 '%s: partition entry "%s": %s is not "<0 to %d>": '
                 '[<distinct module IDs 1 to %d>, ...]; the kept partition '
                 'table is not used until Fabric Manager\'s next answer '

@@ -19,8 +19,8 @@ import json
 import fixtures
 import testtools
 
-from nova_gpu_p2p import device_spec
-from nova_gpu_p2p.topology import model
+from nova_gpu_p2p import device_spec_tags
+from nova_gpu_p2p.fabric import partitions as partitions_mod
 
 A = '0000:03:00.0'
 B = '0000:04:00.0'
@@ -50,10 +50,10 @@ def _tags(clique_id):
 class TestEntry(testtools.TestCase):
 
     def test_line(self):
-        self.assertEqual(_entry(C, 3), device_spec.entry(C, 3))
+        self.assertEqual(_entry(C, 3), device_spec_tags.entry(C, 3))
 
     def test_value_is_json_nova_reads(self):
-        line = device_spec.entry('0000:8a:00.0', 15)
+        line = device_spec_tags.entry('0000:8a:00.0', 15)
         prefix = 'device_spec = '
         self.assertTrue(line.startswith(prefix), line)
         self.assertEqual({'address': '0000:8a:00.0',
@@ -62,10 +62,10 @@ class TestEntry(testtools.TestCase):
                          json.loads(line[len(prefix):]))
 
     def test_clique_zero(self):
-        value = json.loads(device_spec.entry(A, 0).split(' = ', 1)[1])
+        value = json.loads(device_spec_tags.entry(A, 0).split(' = ', 1)[1])
         self.assertEqual('CUSTOM_GPU_P2P_CLIQUE_ID_0', value['traits'])
         self.assertEqual('0', value['gpu_p2p_clique'])
-        self.assertEqual(0, device_spec.tag_clique(value))
+        self.assertEqual(0, device_spec_tags.tag_clique(value))
 
 
 class TestEntryTraits(testtools.TestCase):
@@ -73,18 +73,19 @@ class TestEntryTraits(testtools.TestCase):
     def test_read_as_nova_reads_them(self):
         self.assertEqual(
             {'CUSTOM_GPU_P2P_CLIQUE_ID_3', 'CUSTOM_OTHER', 'HW_CPU_X86_AVX'},
-            device_spec.entry_traits(
+            device_spec_tags.entry_traits(
                 {'traits': 'gpu_p2p_clique_id_3,CUSTOM_OTHER,HW_CPU_X86_AVX'}))
 
     def test_none(self):
-        self.assertEqual(set(), device_spec.entry_traits({}))
+        self.assertEqual(set(), device_spec_tags.entry_traits({}))
 
 
 class TestProviderName(testtools.TestCase):
 
     def test_upper_case_address(self):
-        self.assertEqual('cmp1_0000:AF:00.0',
-                         device_spec.provider_name('cmp1', '0000:af:00.0'))
+        self.assertEqual(
+            'cmp1_0000:AF:00.0',
+            device_spec_tags.provider_name('cmp1', '0000:af:00.0'))
 
 
 class TestTagClique(testtools.TestCase):
@@ -100,13 +101,13 @@ class TestTagClique(testtools.TestCase):
                                ({'gpu_p2p_clique': 'one'}, None),
                                ({'gpu_p2p_clique': ''}, None),
                                ({'clique': '1'}, None)):
-            self.assertEqual(expected, device_spec.tag_clique(tags), tags)
+            self.assertEqual(expected, device_spec_tags.tag_clique(tags), tags)
 
 
 class TestProblems(testtools.TestCase):
 
     def test_right_trait_and_tag(self):
-        self.assertEqual([], device_spec.problems(
+        self.assertEqual([], device_spec_tags.problems(
             {A: 0, B: 0},
             {A: {ID % 0}, B: {ID % 0, 'CUSTOM_OPERATOR_X',
                               'HW_GPU_API_CUDA_V12_0'}},
@@ -114,41 +115,41 @@ class TestProblems(testtools.TestCase):
 
     def test_missing_trait(self):
         self.assertEqual([_missing(A, 0)],
-                         device_spec.problems({A: 0}, {A: set()}, {}))
+                         device_spec_tags.problems({A: 0}, {A: set()}, {}))
 
     def test_missing_tag(self):
         self.assertEqual(
             [_missing(A, 0, 'its [pci] device_spec entry has no '
                             'gpu_p2p_clique tag')],
-            device_spec.problems({A: 0}, {A: {ID % 0}},
-                                 {A: {'traits': ID % 0}}))
+            device_spec_tags.problems({A: 0}, {A: {ID % 0}},
+                                      {A: {'traits': ID % 0}}))
 
     def test_missing_both_is_one_problem(self):
         self.assertEqual(
             [_missing(A, 0, 'its placement provider has no clique trait '
                             'and its [pci] device_spec entry has no '
                             'gpu_p2p_clique tag')],
-            device_spec.problems({A: 0}, {A: set()}, {A: {}}))
+            device_spec_tags.problems({A: 0}, {A: set()}, {A: {}}))
 
     def test_wrong_tag(self):
         self.assertEqual(
             [_missing(A, 0, 'its [pci] device_spec entry has '
                             'gpu_p2p_clique "1"')],
-            device_spec.problems({A: 0}, {}, {A: _tags(1)}))
+            device_spec_tags.problems({A: 0}, {}, {A: _tags(1)}))
 
     def test_unreadable_tag(self):
         self.assertEqual(
             [_missing(A, 0, 'its [pci] device_spec entry has '
                             'gpu_p2p_clique "zero"')],
-            device_spec.problems({A: 0}, {},
-                                 {A: {'gpu_p2p_clique': 'zero'}}))
+            device_spec_tags.problems({A: 0}, {},
+                                      {A: {'gpu_p2p_clique': 'zero'}}))
 
     def test_other_traits_are_not_a_clique_trait(self):
         # The clique-size traits of the compute node share the prefix
         # CUSTOM_GPU_P2P_CLIQUE_ but are not per-GPU clique IDs.
         self.assertEqual(
             [_missing(A, 2)],
-            device_spec.problems(
+            device_spec_tags.problems(
                 {A: 2}, {A: {'CUSTOM_GPU_P2P_CLIQUE_2', 'CUSTOM_OTHER'}},
                 {}))
 
@@ -156,14 +157,14 @@ class TestProblems(testtools.TestCase):
         self.assertEqual(
             [_missing(A, 0, 'its placement provider has '
                             'CUSTOM_GPU_P2P_CLIQUE_ID_1')],
-            device_spec.problems({A: 0}, {A: {ID % 1}}, {}))
+            device_spec_tags.problems({A: 0}, {A: {ID % 1}}, {}))
 
     def test_right_and_wrong_id(self):
         self.assertEqual(
             [_missing(A, 0, 'its placement provider has '
                             'CUSTOM_GPU_P2P_CLIQUE_ID_0, '
                             'CUSTOM_GPU_P2P_CLIQUE_ID_12')],
-            device_spec.problems({A: 0}, {A: {ID % 12, ID % 0}}, {}))
+            device_spec_tags.problems({A: 0}, {A: {ID % 12, ID % 0}}, {}))
 
     def test_extra_on_gpu_without_clique(self):
         self.assertEqual(
@@ -171,36 +172,37 @@ class TestProblems(testtools.TestCase):
              'has CUSTOM_GPU_P2P_CLIQUE_ID_2 and its [pci] device_spec '
              'entry has gpu_p2p_clique "2": remove the clique trait and tag '
              'from its [pci] device_spec entry'],
-            device_spec.problems({C: None}, {C: {ID % 2, 'CUSTOM_X'}},
-                                 {C: _tags(2)}))
+            device_spec_tags.problems({C: None}, {C: {ID % 2, 'CUSTOM_X'}},
+                                      {C: _tags(2)}))
 
     def test_unreadable_tag_on_gpu_without_clique(self):
         self.assertEqual(
             ['GPU 0000:81:00.0 is in no clique but its [pci] device_spec '
              'entry has gpu_p2p_clique "x": remove the clique trait and tag '
              'from its [pci] device_spec entry'],
-            device_spec.problems({C: None}, {}, {C: {'gpu_p2p_clique': 'x'}}))
+            device_spec_tags.problems({C: None}, {},
+                                      {C: {'gpu_p2p_clique': 'x'}}))
 
     def test_gpu_without_clique_trait_or_tag(self):
-        self.assertEqual([], device_spec.problems(
+        self.assertEqual([], device_spec_tags.problems(
             {C: None}, {C: {'CUSTOM_X'}}, {C: {'traits': 'CUSTOM_X'}}))
 
     def test_gpu_without_provider_or_entry_ignored(self):
-        self.assertEqual([], device_spec.problems(
+        self.assertEqual([], device_spec_tags.problems(
             {A: 0, B: 0, C: None}, {}, {}))
-        self.assertEqual([_missing(B, 0)], device_spec.problems(
+        self.assertEqual([_missing(B, 0)], device_spec_tags.problems(
             {A: 0, B: 0, C: None}, {B: frozenset()}, {}))
 
     def test_provider_or_entry_of_unknown_address_ignored(self):
-        self.assertEqual([], device_spec.problems(
+        self.assertEqual([], device_spec_tags.problems(
             {A: 0}, {A: {ID % 0}, D: {ID % 9}},
             {A: _tags(0), D: _tags(9)}))
 
     def test_no_gpus(self):
-        self.assertEqual([], device_spec.problems({}, {}, {}))
+        self.assertEqual([], device_spec_tags.problems({}, {}, {}))
 
     def test_sorted_by_address(self):
-        problems = device_spec.problems(
+        problems = device_spec_tags.problems(
             {D: 1, C: None, B: 0, A: 0},
             {D: set(), C: {ID % 1}, B: set(), A: {ID % 1}}, {})
         self.assertEqual(
@@ -228,7 +230,7 @@ def _held_tags(value='0:8,1:4,3:2'):
 
 def _held_missing(why):
     return 'GPU %s is in clique 0 but %s: set %s' % (
-        A, why, device_spec.entry(A, 0, HELD))
+        A, why, device_spec_tags.entry(A, 0, HELD))
 
 
 class TestPartitions(testtools.TestCase):
@@ -237,16 +239,16 @@ class TestPartitions(testtools.TestCase):
     def test_sizes_of_partitions_of_two_or_more(self):
         self.assertEqual(
             {A: {0: 3, 2: 2}, B: {0: 3, 2: 2}, C: {0: 3}},
-            device_spec.partition_sizes((
-                model.FabricPartition(0, (A, B, C)),
-                model.FabricPartition(2, (A, B)),
-                model.FabricPartition(7, (C,)))))
+            device_spec_tags.partition_sizes((
+                partitions_mod.FabricPartition(0, (A, B, C)),
+                partitions_mod.FabricPartition(2, (A, B)),
+                partitions_mod.FabricPartition(7, (C,)))))
 
     def test_no_partitions(self):
-        self.assertEqual({}, device_spec.partition_sizes(()))
+        self.assertEqual({}, device_spec_tags.partition_sizes(()))
 
     def test_entry(self):
-        line = device_spec.entry(A, 0, {3: 2, 1: 4, 0: 8})
+        line = device_spec_tags.entry(A, 0, {3: 2, 1: 4, 0: 8})
         self.assertEqual(
             {'address': A,
              'traits': 'CUSTOM_GPU_P2P_CLIQUE_ID_0,'
@@ -257,15 +259,17 @@ class TestPartitions(testtools.TestCase):
             json.loads(line.split(' = ', 1)[1]))
 
     def test_entry_without_partitions_unchanged(self):
-        self.assertEqual(_entry(A, 2), device_spec.entry(A, 2, {}))
+        self.assertEqual(_entry(A, 2), device_spec_tags.entry(A, 2, {}))
 
     def test_entry_traits_as_nova_reads_them(self):
-        value = json.loads(device_spec.entry(A, 0, HELD).split(' = ', 1)[1])
-        self.assertEqual(HELD_TRAITS, device_spec.entry_traits(value))
+        value = json.loads(
+            device_spec_tags.entry(A, 0, HELD).split(' = ', 1)[1])
+        self.assertEqual(HELD_TRAITS, device_spec_tags.entry_traits(value))
 
     def test_tag_read_back(self):
-        value = json.loads(device_spec.entry(A, 0, HELD).split(' = ', 1)[1])
-        self.assertEqual(HELD, device_spec.tag_partitions(value))
+        value = json.loads(
+            device_spec_tags.entry(A, 0, HELD).split(' = ', 1)[1])
+        self.assertEqual(HELD, device_spec_tags.tag_partitions(value))
 
     def test_tag_values(self):
         for value, expected in ((None, None), ('0:8', {0: 8}),
@@ -274,11 +278,11 @@ class TestPartitions(testtools.TestCase):
                                 ('3:2,x:4', {}), ('-1:2', {}),
                                 ('3:2,', {}), ('3:two', {})):
             tags = {} if value is None else {'gpu_p2p_partitions': value}
-            self.assertEqual(expected, device_spec.tag_partitions(tags),
+            self.assertEqual(expected, device_spec_tags.tag_partitions(tags),
                              value)
 
     def test_right_traits_and_tags(self):
-        self.assertEqual([], device_spec.problems(
+        self.assertEqual([], device_spec_tags.problems(
             {A: 0}, {A: HELD_TRAITS | {'CUSTOM_X'}}, {A: _held_tags()},
             {A: HELD}))
 
@@ -287,22 +291,22 @@ class TestPartitions(testtools.TestCase):
             [_held_missing('its placement provider has '
                            'CUSTOM_GPU_P2P_CLIQUE_ID_0, '
                            'CUSTOM_GPU_P2P_PARTITION_0')],
-            device_spec.problems({A: 0}, {A: {ID % 0, PART % 0}}, {},
-                                 {A: HELD}))
+            device_spec_tags.problems({A: 0}, {A: {ID % 0, PART % 0}}, {},
+                                      {A: HELD}))
 
     def test_entry_without_partitions_tag(self):
         self.assertEqual(
             [_held_missing('its [pci] device_spec entry has no '
                            'gpu_p2p_partitions tag')],
-            device_spec.problems({A: 0}, {}, {A: _tags(0)}, {A: HELD}))
+            device_spec_tags.problems({A: 0}, {}, {A: _tags(0)}, {A: HELD}))
 
     def test_entry_with_wrong_partitions(self):
         self.assertEqual(
             [_held_missing('its [pci] device_spec entry has '
                            'gpu_p2p_clique "1", gpu_p2p_partitions "0:8"')],
-            device_spec.problems({A: 0}, {},
-                                 {A: dict(_tags(1), gpu_p2p_partitions='0:8')},
-                                 {A: HELD}))
+            device_spec_tags.problems(
+                {A: 0}, {}, {A: dict(_tags(1), gpu_p2p_partitions='0:8')},
+                {A: HELD}))
 
     def test_partitions_on_a_host_without_them(self):
         self.assertEqual(
@@ -313,8 +317,8 @@ class TestPartitions(testtools.TestCase):
                             'CUSTOM_GPU_P2P_PARTITION_3 and its [pci] '
                             'device_spec entry has gpu_p2p_partitions '
                             '"0:8,1:4,3:2"')],
-            device_spec.problems({A: 0}, {A: HELD_TRAITS},
-                                 {A: _held_tags()}))
+            device_spec_tags.problems({A: 0}, {A: HELD_TRAITS},
+                                      {A: _held_tags()}))
 
 
 class TestConfiguredTags(testtools.TestCase):
@@ -327,11 +331,11 @@ class TestConfiguredTags(testtools.TestCase):
             'nova.pci.utils.is_physical_function', return_value=False))
 
     def test_first_matching_entry_wins(self):
-        specs = [device_spec.entry(A, 0).split(' = ', 1)[1],
+        specs = [device_spec_tags.entry(A, 0).split(' = ', 1)[1],
                  json.dumps({'vendor_id': '10de', 'traits': 'CUSTOM_X'})]
         self.assertEqual(
             {A: _tags(0), B: {'traits': 'CUSTOM_X'}},
-            device_spec.configured_tags(
+            device_spec_tags.configured_tags(
                 specs, [(A, 0x10de, 0x2330), (B, 0x10de, 0x2330),
                         (C, 0x1a03, 0x2000)]))
 
@@ -344,15 +348,15 @@ class TestConfiguredTags(testtools.TestCase):
         self.assertEqual(
             {A: {'gpu_p2p_clique': '3'}, B: {'gpu_p2p_clique': '3'},
              C: {}},
-            device_spec.configured_tags(
+            device_spec_tags.configured_tags(
                 specs, [(A, 0x10de, 0x2330), (B, 0x10de, 0x2330),
                         (C, 0x10de, 0x2330), (D, 0x10de, 0x2330)]))
 
     def test_partitions_tag_kept(self):
-        specs = [device_spec.entry(A, 0, HELD).split(' = ', 1)[1]]
-        self.assertEqual({A: _held_tags()}, device_spec.configured_tags(
+        specs = [device_spec_tags.entry(A, 0, HELD).split(' = ', 1)[1]]
+        self.assertEqual({A: _held_tags()}, device_spec_tags.configured_tags(
             specs, [(A, 0x10de, 0x2330)]))
 
     def test_no_entries(self):
-        self.assertEqual({}, device_spec.configured_tags(
+        self.assertEqual({}, device_spec_tags.configured_tags(
             [], [(A, 0x10de, 0x2330)]))

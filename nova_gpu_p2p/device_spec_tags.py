@@ -51,8 +51,8 @@ import json
 import types
 import warnings
 
+from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.topology import host_cliques as host_cliques
-from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 
 #: The device_spec tag (and so PCI pool key) holding a GPU's clique ID.
@@ -63,7 +63,7 @@ PARTITIONS_TAG = 'gpu_p2p_partitions'
 _NONE: Mapping[int, int] = types.MappingProxyType({})
 
 
-def partition_sizes(partitions: Iterable[model.FabricPartition]
+def partition_sizes(partitions: Iterable[partitions_mod.FabricPartition]
                     ) -> dict[str, dict[int, int]]:
     """GPU address -> ID and GPU count of each partition of 2+ holding it.
 
@@ -106,7 +106,7 @@ def provider_name(nodename: str, address: str) -> str:
 
     ``<nodename>_<ADDRESS>`` (``PlacementView._get_rp_name_for_address``
     in ``nova.compute.pci_placement_translator``, a private method, so
-    :func:`nova_gpu_p2p.nova_hooks.check` compares the two at start-up).
+    :func:`nova_gpu_p2p.nova_signatures.check` compares the two at start-up).
     """
     return '%s_%s' % (nodename, address.upper())
 

@@ -12,7 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Limits and feature minimums, each with the release that brought it.
+"""libvirt and QEMU feature minimums, each with the release that brought it.
 
 One place to answer "which libvirt/QEMU does this feature need, and why":
 the guest config, the traits and ``nova-gpu-p2p check`` all read these.
@@ -38,11 +38,6 @@ def unpack(version: int) -> Version:
     return versionutils.convert_version_to_tuple(
         versionutils.convert_version_to_str(version))
 
-
-#: QEMU 2.12 added vfio-pci's ``x-nv-gpudirect-clique``, a 4-bit field of
-#: the NVIDIA vendor capability it adds (hw/vfio/pci-quirks.c refuses
-#: other values: "valid range 0-15"): IDs 0-15.
-MAX_CLIQUE_ID = 15
 
 #: libvirt 8.2.0 added ``<qemu:override>`` (its ``<qemu:frontend>``
 #: properties), through which the clique ID reaches vfio-pci without a

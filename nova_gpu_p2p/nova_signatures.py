@@ -25,6 +25,8 @@ detail below is as expected, and names every one that is not.
 import importlib
 import inspect
 
+from nova_gpu_p2p import exception
+
 #: LibvirtDriver method we override -> parameter names it must take, in
 #: order (after self).
 HOOKS = {
@@ -50,6 +52,7 @@ CALLABLES = {
     'nova.virt.libvirt.host:Host.get_capabilities': (),
     'nova.virt.libvirt.host:Host.list_guests': ('only_running',),
     'nova.virt.libvirt.guest:Guest.get_xml_desc': (),
+    'nova.virt.libvirt.config:LibvirtConfigObject.parse_str': ('xmlstr',),
     # A property: present is all we can check.
     'nova.virt.libvirt.guest:Guest.uuid': None,
     'nova.compute.provider_tree:ProviderTree.exists': ('name_or_uuid',),
@@ -106,10 +109,6 @@ OBJECT_FIELDS = {
 #: nova.conf options we read, as (group, name).
 OPTIONS = (('pci', 'device_spec'), ('pci', 'report_in_placement'),
            ('DEFAULT', 'host'))
-
-
-class IncompatibleNova(Exception):
-    """This Nova lacks a detail nova-gpu-p2p relies on."""
 
 
 def _resolve(path: str):
@@ -257,11 +256,11 @@ def _option_problems() -> list[str]:
 def _naming_problems() -> list[str]:
     from nova.compute import pci_placement_translator
 
-    from nova_gpu_p2p import device_spec
+    from nova_gpu_p2p import device_spec_tags
     address = '0000:af:00.0'  # hex letters: the case matters
     view = pci_placement_translator.PlacementView('node', [])
     nova = view._get_rp_name_for_address(address)
-    ours = device_spec.provider_name('node', address)
+    ours = device_spec_tags.provider_name('node', address)
     if nova != ours:
         return ['Nova names a PCI device provider %s, not %s' % (nova, ours)]
     return []
@@ -284,6 +283,6 @@ def check(cls: type | None = None) -> None:
                 # Only where Nova's naming method is there to ask.
                 + ([] if callables else _naming_problems()))
     if problems:
-        raise IncompatibleNova(
+        raise exception.IncompatibleNova(
             'nova-gpu-p2p does not support this Nova release: %s. Install '
             'a nova-gpu-p2p release made for it.' % '; '.join(problems))
