@@ -46,8 +46,8 @@ from harness import scheduling_sim
 from nova_gpu_p2p import device_spec
 from nova_gpu_p2p import driver
 from nova_gpu_p2p.topology import discovery
+from tests.fixtures import waits
 from tests.functional import test_guest_config as layout
-from tests.functional import test_host_changed
 
 CONF = nova_conf.CONF
 
@@ -87,7 +87,7 @@ def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
     return values
 
 
-class _CliqueSchedulingBase(base.GPUHostsTestBase):
+class _CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
     """Computes on :data:`CORPUS_HOST`, GPUs tracked in placement.
 
     Hosts are weighed by Nova's host name weigher (:attr:`WEIGHTS`) and,
@@ -222,9 +222,7 @@ class _CliqueSchedulingBase(base.GPUHostsTestBase):
 
     def settle(self, server: dict) -> None:
         """Wait until the compute is done with the server's actions."""
-        events = test_host_changed.finished_events(self.api, server)
-        self.assertTrue(all(event['finish_time'] for event in events),
-                        events)
+        waits.finished_events(self.api, server)
 
     def boot_settled(self, flavor: str, expected_state: str = 'ACTIVE',
                      **kwargs) -> dict:

@@ -22,12 +22,13 @@ from nova.tests.functional.api import client
 from harness import nova_cloud as base
 from nova_gpu_p2p import extra_spec_validators
 from nova_gpu_p2p import extra_specs
+from tests.fixtures import waits
 
 MODE_ALLOWED = extra_spec_validators.MAXPHYSADDR_MODE_ALLOWED
 BITS_ALLOWED = extra_spec_validators.MAXPHYSADDR_BITS_ALLOWED
 
 
-class FlavorExtraSpecAPITest(base.APITestBase):
+class FlavorExtraSpecAPITest(waits.PatientWaits, base.APITestBase):
 
     def setUp(self):
         super().setUp()

@@ -25,7 +25,6 @@ can read.
 
 import dataclasses
 import json
-import time
 
 from nova import conf as nova_conf
 from nova.tests.functional.api import client
@@ -34,12 +33,12 @@ from harness import nova_cloud as base
 from nova_gpu_p2p import instance_events
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
+from tests.fixtures import waits
 from tests.functional import test_guest_config as layout
 from tests.functional import test_guest_lifecycle as lifecycle
 
 SWITCH_PAIR = ('0000:03:00.0', '0000:04:00.0')
 LOST = 'keeps running without what its flavor requires'
-WAIT_S = 60
 
 
 def with_acs_redirect(host: sysfs_builder.Host) -> sysfs_builder.Host:
@@ -61,27 +60,6 @@ def with_acs_redirect(host: sysfs_builder.Host) -> sysfs_builder.Host:
         for rc in host.root_complexes))
 
 
-def finished_events(api, server: dict) -> list[dict]:
-    """Every event of every action on the server, once all finished.
-
-    The API shows the new state before the compute's thread is done with
-    the operation; a test going on (or ending) then races that thread in
-    this one process (Nova's fixtures then fail with "Can't upgrade a
-    READER transaction to a WRITER").
-    """
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        events = [
-            event
-            for action in api.get_instance_actions(server['id'])
-            for event in api.get_instance_action_details(
-                server['id'], action['request_id'])['events']]
-        if (all(event['finish_time'] for event in events)
-                or time.monotonic() > deadline):
-            return events
-        time.sleep(0.1)
-
-
 class HostChangedTest(lifecycle._WeighedHostsBase):
     """A 2-GPU ``required`` server on host1; then ACS appears."""
 
@@ -94,7 +72,7 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
         self.flavor = self.gpu_flavor(2, vcpus=2, extra_specs={
             layout.CLIQUE_KEY: 'required', layout.AFFINITY_KEY: 'required'})
         self.server = self.boot(self.flavor)
-        finished_events(self.api, self.server)
+        waits.finished_events(self.api, self.server)
         self.assertEqual('host1', self.server['OS-EXT-SRV-ATTR:host'])
         self.assertEqual({a: 0 for a in SWITCH_PAIR},
                          layout.gpu_cliques(self.domain_xml(self.server)))
@@ -111,7 +89,7 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
                         state: str = 'ACTIVE',
                         gpus: tuple[str, str] = SWITCH_PAIR) -> None:
         """Back in ``state``, without cliques, and the loss visible."""
-        events = [event for event in finished_events(self.api, server)
+        events = [event for event in waits.finished_events(self.api, server)
                   if event['event'] == instance_events.LOST]
         self.assertEqual(state, server['status'])
         self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
@@ -204,7 +182,8 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
     moving_disks = lifecycle.GuestLifecycleTest.moving_disks
 
 
-class LiveMigrationTest(layout.LayoutAssertions, base.GPUHostsTestBase):
+class LiveMigrationTest(waits.PatientWaits, layout.LayoutAssertions,
+                        base.GPUHostsTestBase):
     """A live-migratable GPU under our layout: refused in the pre-checks."""
 
     def _add_pci_aliases(self, topology):
@@ -229,7 +208,7 @@ class LiveMigrationTest(layout.LayoutAssertions, base.GPUHostsTestBase):
         flavor = self.gpu_flavor(2, extra_specs={
             layout.CLIQUE_KEY: 'auto', layout.AFFINITY_KEY: 'preferred'})
         server = self.boot(flavor)
-        finished_events(self.api, server)
+        waits.finished_events(self.api, server)
         source = server['OS-EXT-SRV-ATTR:host']
         target = 'host2' if source == 'host1' else 'host1'
         exc = self.assertRaises(
@@ -247,7 +226,7 @@ class LiveMigrationTest(layout.LayoutAssertions, base.GPUHostsTestBase):
             self.stdlog.logger.output,
             r'WARNING \[nova_gpu_p2p\.driver\] .*GPU P2P: live migration '
             r'of a server with PCI devices')
-        events = [event for event in finished_events(self.api, server)
+        events = [event for event in waits.finished_events(self.api, server)
                   if event['event'] == instance_events.LIVE_MIGRATION]
         self.assertEqual(1, len(events), events)
         self.assertIn('GPU P2P: live migration of a server with PCI '
