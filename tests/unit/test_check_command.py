@@ -375,13 +375,25 @@ class TestCheckCLI(CheckCLIBase):
                       '/usr/lib/python3/dist-packages/libvirt.py', lines(out))
 
     def test_every_row_title_is_unique(self):
+        # A nova.conf that gives every GPU in a clique a device_spec row
+        # and the scheduler settings a row.
+        path = self.nova_conf(
+            '[pci]\nreport_in_placement = True\n'
+            'device_spec = {"vendor_id": "10de"}\n'
+            '[filter_scheduler]\n'
+            'enabled_filters = PciPassthroughFilter,GPUP2PCliqueFilter\n')
+        device_spec_rows = 0
         for name in hosts.HOSTS:
-            for argv in ((), ('--level', 'SYS')):
+            for argv in ((), ('--level', 'SYS'),
+                         ('--level', 'SYS', '--config-file', path)):
                 rc, out = self.run_cli('--sysfs-root', test_corpus.tree(name),
                                        *argv, versions=('9.0.0', '7.2.0'))
                 titles = [check['check'] for check in out]
                 self.assertEqual(len(titles), len(set(titles)),
                                  (name, argv, titles))
+                device_spec_rows += sum(title.startswith('[pci] device_spec')
+                                        for title in titles)
+        self.assertGreater(device_spec_rows, len(hosts.HOSTS))
 
     def nova_conf(self, text):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
@@ -449,13 +461,14 @@ class TestCheckCLI(CheckCLIBase):
                               % '\n'.join(spec_lines))
         rc, out = self.run_cli('--sysfs-root', tree, '--config-file', path)
         self.assertEqual(0, rc)
-        self.assertEqual([(WARN, '[pci] device_spec')], self.not_ok(out))
+        self.assertEqual([(WARN, '[pci] device_spec 0000:04:00.0')],
+                         self.not_ok(out))
         self.assertIn(
-            'Warning [pci] device_spec: GPU 0000:04:00.0 is in clique 0 but '
-            'its [pci] device_spec entry has gpu_p2p_clique "3"; fix: set '
-            'device_spec '
-            '= {"address": "0000:04:00.0", "traits": '
-            '"CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}', lines(out))
+            'Warning [pci] device_spec 0000:04:00.0: GPU 0000:04:00.0 is in '
+            'clique 0 but its [pci] device_spec entry has gpu_p2p_clique '
+            '"3"; fix: set device_spec = {"address": "0000:04:00.0", '
+            '"traits": "CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}',
+            lines(out))
 
     def test_static_backend_reads_bindings_from_sysfs(self):
         tree = test_corpus.tree('four-numa-7gpu')

@@ -797,7 +797,7 @@ class TestPlacement(testtools.TestCase):
         # Nova uses the first entry that matches a GPU.
         checks = self.check([BROAD, spec(A, 0), spec(B, 0)])
         self.assertEqual(
-            [(WARN, '[pci] device_spec',
+            [(WARN, '[pci] device_spec %s' % address,
               'GPU %s is in clique 0 but its placement provider has no '
               'clique trait and its [pci] device_spec entry has no '
               'gpu_p2p_clique tag' % address,
@@ -846,6 +846,14 @@ class TestFindingsAndAll(testtools.TestCase):
         checks = host.check_findings(['0000:01:00.0 skipped: gone',
                                       sysfs.UNREADABLE_CONFIG])
         self.assertEqual([(WARN, 'discovery', '0000:01:00.0 skipped: gone')],
+                         [(c.code, c.subject, c.message) for c in checks])
+        self.assertEqual([], host.check_findings([sysfs.UNREADABLE_CONFIG]))
+
+    def test_findings_in_one_row(self):
+        checks = host.check_findings(['0000:01:00.0 skipped: gone',
+                                      '0000:02:00.0 skipped: odd'])
+        self.assertEqual([(WARN, 'discovery', '0000:01:00.0 skipped: gone; '
+                           '0000:02:00.0 skipped: odd')],
                          [(c.code, c.subject, c.message) for c in checks])
 
     def test_host_checks_order(self):
