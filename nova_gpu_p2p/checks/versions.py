@@ -34,6 +34,11 @@ Version = limits.Version
 
 VIRSH_VERSION = ('virsh', '-c', 'qemu:///system', 'version', '--daemon')
 
+#: Row titles: what each row judges, unique in a report.
+OVERRIDE_TITLE = 'libvirt: clique IDs'
+UEFI_XML_TITLE = 'libvirt: UEFI guest XML'
+NUMA_AFFINITY_TITLE = 'QEMU: NUMA affinity'
+
 
 def parse_version(text: str | None) -> Version | None:
     """``11.3.0``, ``9.0`` or ``QEMU 10.0.2`` as a tuple; None if none.
@@ -155,12 +160,6 @@ def check_versions(versions: HostVersions, topology: model.HostTopology,
     if libvirt is not None and qemu is not None:
         checks.append(_check_numa_affinity(libvirt, qemu, topology))
     return checks
-
-
-#: Row titles: what each row judges, unique in a report.
-OVERRIDE_TITLE = 'libvirt: clique IDs'
-UEFI_XML_TITLE = 'libvirt: UEFI guest XML'
-NUMA_AFFINITY_TITLE = 'QEMU: NUMA affinity'
 
 
 def _check_override(libvirt: Version, has_cliques: bool) -> result.Check:
