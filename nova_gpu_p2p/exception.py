@@ -14,9 +14,9 @@
 
 """The exceptions of nova-gpu-p2p, in one place, as Nova keeps its own.
 
-Two kinds stay where they are raised: the guest agent's
-(nova_gpu_p2p.guest_agent runs in guests, without this package's other
-modules), and the driver's subclasses of Nova's exceptions
+Two kinds stay where they are raised: the guest agent's (its own
+distribution, nova_gpu_p2p_guest, runs in guests without this package),
+and the driver's subclasses of Nova's exceptions
 (nova_gpu_p2p.driver.HostCannotHonour, FlavorCannotBeHonoured), which
 steer Nova's compute manager: importing nova.exception here would load
 Nova's API stack into every command line run.

@@ -27,7 +27,11 @@ the agent's wheel (which it requires) into a fresh virtualenv with uv
 (from the package cache tox-uv shares), and there, outside this checkout,
 checks what Nova and an operator use: the console scripts, every entry
 point of setup.cfg, the driver shim ``nova.virt.gpu_p2p``, Nova's loading
-of our extra spec validators and the scheduler's filter and weigher.
+of our extra spec validators and the scheduler's filter and weigher,
+libvirt-python (which nova-compute cannot start without) and that
+``nova-gpu-p2p --version`` says what pip says. Those checks print nothing
+on stderr, or fail: only eventlet's deprecation notice, which every import
+of Nova prints, is filtered out.
 """
 
 import argparse
@@ -40,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,6 +64,10 @@ CONSOLE_SCRIPTS = ('nova-gpu-p2p', 'nova-gpu-p2p-guest')
 SCHEDULER_CLASSES = ('nova_gpu_p2p.scheduler.GPUP2PCliqueFilter',
                      'nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher')
 VALIDATED_KEYS = ('hw:gpu_p2p_clique', 'hw:gpu_numa_affinity')
+#: eventlet's EventletDeprecationWarning (8 lines), printed when Nova is
+#: imported; by message, since the class is eventlet's, which must not be
+#: imported before the filter.
+EVENTLET_DEPRECATED = r'\s*Eventlet is deprecated'
 
 
 class PackageError(Exception):
@@ -76,13 +85,19 @@ def declared_entry_points(setup_cfg: str) -> dict[str, set[str]]:
     return declared
 
 
-def _run(*command: str, cwd: str | None = None) -> str:
+def _run(*command: str, cwd: str | None = None,
+         quiet: bool = False) -> str:
+    """The command's output; PackageError if it fails.
+
+    :param quiet: fail too if it prints anything on stderr (a warning).
+    """
     result = subprocess.run(command, cwd=cwd, capture_output=True,
                             text=True)
-    if result.returncode:
-        raise PackageError('%s failed (exit %d):\n%s%s' % (
-            ' '.join(command), result.returncode, result.stdout,
-            result.stderr))
+    if result.returncode or (quiet and result.stderr):
+        raise PackageError('%s %s:\n%s%s' % (
+            ' '.join(command), 'failed (exit %d)' % result.returncode
+            if result.returncode else 'printed on stderr',
+            result.stdout, result.stderr))
     return result.stdout
 
 
@@ -220,8 +235,35 @@ def install_agent(wheel: str, venv: str) -> list[str]:
     return done
 
 
+def check_libvirt_python() -> str:
+    """What nova-compute's libvirt driver imports first; PackageError."""
+    try:
+        module = importlib.import_module('libvirt')
+    except ImportError as exc:
+        raise PackageError(
+            'nova-compute cannot start its libvirt driver here: %s; install '
+            'libvirt-python into Nova\'s environment (python3-libvirt from '
+            'the distribution, or pip install libvirt-python, which builds '
+            'with pkg-config and libvirt-dev)' % exc)
+    return 'nova-compute\'s libvirt driver can import libvirt-python (%s)' % (
+        module.__file__)
+
+
+def check_version(bin_dir: str) -> str:
+    """``nova-gpu-p2p --version`` says the version pip installed."""
+    version = importlib.metadata.version(DISTRIBUTION)
+    output = _run(os.path.join(bin_dir, CONSOLE_SCRIPTS[0]), '--version',
+                  quiet=True)
+    if output != '%s %s\n' % (CONSOLE_SCRIPTS[0], version):
+        raise PackageError('%s --version printed %r; pip installed %s'
+                           % (CONSOLE_SCRIPTS[0], output, version))
+    return '%s --version says %s, as pip does' % (CONSOLE_SCRIPTS[0],
+                                                  version)
+
+
 def check_installed(setup_cfg: str) -> list[str]:
     """Run inside the new virtualenv: what works, or PackageError."""
+    warnings.filterwarnings('ignore', EVENTLET_DEPRECATED, Warning)
     from nova.api.validation.extra_specs import validators
     from oslo_utils import importutils
 
@@ -273,10 +315,12 @@ def check_installed(setup_cfg: str) -> list[str]:
     done.append('nova-scheduler can load %s' % ', '.join(SCHEDULER_CLASSES))
     importutils.import_module('pynvml')
     done.append('the nvml extra installed pynvml')
+    done.append(check_libvirt_python())
 
     bin_dir = os.path.dirname(sys.executable)
+    done.append(check_version(bin_dir))
     for script in CONSOLE_SCRIPTS:
-        output = _run(os.path.join(bin_dir, script), '--help')
+        output = _run(os.path.join(bin_dir, script), '--help', quiet=True)
         if 'usage:' not in output:
             raise PackageError('%s --help printed no usage:\n%s'
                                % (script, output))
@@ -330,8 +374,11 @@ def main(argv: list[str]) -> int:
         # From outside the checkout, so that only the installed copy
         # can be imported.
         print(_run(python, os.path.abspath(__file__), '--inside',
-                   cwd=args.venv).rstrip())
+                   cwd=args.venv, quiet=True).rstrip())
         print('Package checks passed in %.0f s' % (time.monotonic() - start))
+        print('Built, in %s: %s' % (args.dist, ', '.join(
+            os.path.relpath(path, args.dist) for path in (
+                sdist, wheel, agent_sdist, agent_wheel))))
     except PackageError as exc:
         print('Package check failed: %s' % exc, file=sys.stderr)
         return 1

@@ -24,18 +24,24 @@
 # (tests/fixtures/nvfm); the tests that load it fail without it. pci.ids
 # is the PCI ID database the driver names GPUs from: the tests use lines cut
 # from it (tests/fixtures/pci.ids) and check them against the real file.
+# libvirt-dev and pkg-config build libvirt-python, which tox -e pkg
+# installs beside Nova as on a compute host; libvirt-dev comes from the
+# release of the libvirt installed, if any (bookworm-backports' after
+# tools/e2e/setup-stack.sh backports).
 set -euo pipefail
 
-readonly PACKAGES=(libvirt-clients libxml2-utils shellcheck gcc libc6-dev pci.ids)
-readonly WHAT="virt-xml-validate, xmllint, shellcheck, gcc, libc6-dev or pci.ids"
+readonly PACKAGES=(libvirt-clients libxml2-utils shellcheck gcc libc6-dev pci.ids
+                   pkg-config)
+readonly WHAT="virt-xml-validate, xmllint, shellcheck, gcc, libc6-dev, pci.ids, pkg-config or libvirt-dev"
 
 if command -v virt-xml-validate >/dev/null 2>&1 &&
         command -v xmllint >/dev/null 2>&1 &&
         command -v shellcheck >/dev/null 2>&1 &&
         command -v gcc >/dev/null 2>&1 &&
         [[ -f /usr/include/stdio.h ]] &&
-        [[ -f /usr/share/misc/pci.ids ]]; then
-    echo "install-ci-deps: virt-xml-validate, xmllint, shellcheck, gcc, libc6-dev and pci.ids present"
+        [[ -f /usr/share/misc/pci.ids ]] &&
+        pkg-config --exists libvirt 2>/dev/null; then
+    echo "install-ci-deps: virt-xml-validate, xmllint, shellcheck, gcc, libc6-dev, pci.ids, pkg-config and libvirt-dev present"
     exit 0
 fi
 if [[ "$(id -u)" -ne 0 ]]; then
@@ -50,4 +56,10 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
-command -v virt-xml-validate xmllint shellcheck gcc
+release=()
+if dpkg-query -W -f='${Version}' libvirt0 2>/dev/null | grep -q '~bpo'; then
+    release=(-t bookworm-backports)
+fi
+apt-get install -y -q --no-install-recommends "${release[@]}" libvirt-dev
+command -v virt-xml-validate xmllint shellcheck gcc pkg-config
+pkg-config --modversion libvirt

@@ -38,9 +38,10 @@ from nova_gpu_p2p import traits as traits_mod
 
 
 def check_findings(findings: Iterable[str]) -> list[result.Check]:
-    """What discovery found odd; the ACS line covers unreadable config."""
-    return [result.warning('discovery', finding)
-            for finding in findings if finding != sysfs.UNREADABLE_CONFIG]
+    """What discovery found odd, one row (the ACS row: unreadable config)."""
+    odd = [finding for finding in findings
+           if finding != sysfs.UNREADABLE_CONFIG]
+    return [result.warning('discovery', '; '.join(odd))] if odd else []
 
 
 def host_checks(topology: model.HostTopology,

@@ -73,9 +73,10 @@ def check_placement(topology: model.HostTopology,
         device_spec_tags.partition_sizes(topology.fabric_partitions))
     checks = []
     for problem in problems:
-        # "GPU <address> is in ... but ...: <what to do>"
+        # "GPU <address> is in ... but ...: <what to do>", one per GPU.
         message, _, fix = problem.partition(': ')
-        checks.append(result.warning('[pci] device_spec', message, fix))
+        checks.append(result.warning(
+            '[pci] device_spec %s' % message.split(' ', 2)[1], message, fix))
     if checks:
         return checks
     in_cliques = [a for a, clique in cliques.ids.items() if clique is not None]

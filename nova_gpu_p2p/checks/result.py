@@ -46,6 +46,7 @@ class Doc(str, enum.Enum):
     FM_UNREACHABLE = 'Fabric Manager unreachable'
     FM_MODULE_IDS = 'GPU module IDs unknown'
     CONSUMER_GPUS = 'Consumer GPUs'
+    LIBVIRT_PYTHON = 'libvirt-python missing'
 
 
 def see(section: Doc) -> str:

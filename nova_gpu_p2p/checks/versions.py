@@ -34,6 +34,11 @@ Version = min_versions.Version
 
 VIRSH_VERSION = ('virsh', '-c', 'qemu:///system', 'version', '--daemon')
 
+#: Row titles: what each row judges, unique in a report.
+OVERRIDE_TITLE = 'libvirt: clique IDs'
+UEFI_XML_TITLE = 'libvirt: UEFI guest XML'
+NUMA_AFFINITY_TITLE = 'QEMU: NUMA affinity'
+
 
 def parse_version(text: str | None) -> Version | None:
     """``11.3.0``, ``9.0`` or ``QEMU 10.0.2`` as a tuple; None if none.
@@ -159,65 +164,71 @@ def check_versions(versions: HostVersions, topology: model.HostTopology,
 
 def _check_override(libvirt: Version, has_cliques: bool) -> result.Check:
     needs = version_text(min_versions.LIBVIRT_QEMU_OVERRIDE)
-    subject = 'libvirt %s' % version_text(libvirt)
+    subject = OVERRIDE_TITLE
+    have = 'libvirt %s' % version_text(libvirt)
     if libvirt >= min_versions.LIBVIRT_QEMU_OVERRIDE:
-        return result.success(subject, '<qemu:override> for clique IDs '
-                              '(needs %s)' % needs)
+        return result.success(subject, '%s supports <qemu:override>, which '
+                              'clique IDs need (%s or later)' % (have, needs))
     consequence = ('guests asking for hw:gpu_p2p_clique get no clique ID '
                    '(required: rescheduled)')
     return result.Check(
         result.Code.FAILURE if has_cliques else result.Code.WARNING, subject,
-        'too old for <qemu:override>, which clique IDs need (%s or later): '
-        '%s' % (needs, consequence if has_cliques else
-                'this host has no GPU clique, so nothing is lost now'),
+        '%s is too old for <qemu:override>, which clique IDs need (%s or '
+        'later): %s' % (have, needs, consequence if has_cliques else
+                        'this host has no GPU clique, so nothing is lost '
+                        'now'),
         'upgrade libvirt to %s or later (%s)'
         % (needs, result.see(result.Doc.OLD_LIBVIRT)))
 
 
 def _check_uefi_xml(libvirt: Version) -> result.Check:
-    subject = 'libvirt %s' % version_text(libvirt)
+    subject = UEFI_XML_TITLE
+    have = 'libvirt %s' % version_text(libvirt)
     tested = version_text(min_versions.LIBVIRT_UEFI_XML_TESTED)
     if libvirt < min_versions.LIBVIRT_UEFI_XML_REFUSED_BELOW:
         return result.warning(
             subject,
-            'refuses the UEFI guest XML Nova 34 writes (<os firmware=\'efi\'> '
-            'with <loader secure=\'no\'/>: "loader attribute \'secure\' '
-            'cannot be specified when firmware autoselection is enabled"); '
-            'large-BAR GPUs need UEFI guests',
+            have + ' refuses the UEFI guest XML Nova 34 writes (<os '
+            'firmware=\'efi\'> with <loader secure=\'no\'/>: "loader '
+            'attribute \'secure\' cannot be specified when firmware '
+            'autoselection is enabled"); large-BAR GPUs need UEFI guests',
             'install libvirt %s or later (%s)'
             % (tested, result.see(result.Doc.UEFI_XML)))
     if libvirt < min_versions.LIBVIRT_UEFI_XML_TESTED:
         return result.success(
-            subject, 'UEFI guest XML of Nova 34 not tested with this '
+            subject, '%s: UEFI guest XML of Nova 34 not tested with this '
             'release (9.0 refuses it, %s accepts it): boot one '
-            'hw_firmware_type=uefi image to be sure' % tested)
-    return result.success(subject, 'accepts the UEFI guest XML of Nova '
-                          '34 (tested with %s)' % tested)
+            'hw_firmware_type=uefi image to be sure' % (have, tested))
+    return result.success(subject, '%s accepts the UEFI guest XML of Nova '
+                          '34 (tested with %s)' % (have, tested))
 
 
 def _check_numa_affinity(libvirt: Version, qemu: Version,
                          topology: model.HostTopology) -> result.Check:
-    subject = 'QEMU %s' % version_text(qemu)
+    subject = NUMA_AFFINITY_TITLE
+    have = 'QEMU %s with libvirt %s' % (version_text(qemu),
+                                        version_text(libvirt))
     needs = 'libvirt %s and QEMU %s' % (
         version_text(min_versions.LIBVIRT_NUMA_AFFINITY),
         version_text(min_versions.QEMU_NUMA_AFFINITY))
     if traits_mod.numa_affinity(topology, libvirt, qemu):
-        return result.success(subject, 'NUMA-bound PCIe expander buses: '
-                              'reports %s (needs %s)'
-                              % (traits_mod.GPU_NUMA_AFFINITY, needs))
+        return result.success(subject, '%s binds PCIe expander buses to '
+                              'NUMA nodes: reports %s (needs %s)'
+                              % (have, traits_mod.GPU_NUMA_AFFINITY, needs))
     if (libvirt < min_versions.LIBVIRT_NUMA_AFFINITY
             or qemu < min_versions.QEMU_NUMA_AFFINITY):
         return result.warning(
             subject,
-            'with libvirt %s this host does not report %s (needs %s): '
-            'flavors that require it do not land here'
-            % (version_text(libvirt), traits_mod.GPU_NUMA_AFFINITY, needs),
+            '%s: this host does not report %s (needs %s): flavors that '
+            'require it do not land here'
+            % (have, traits_mod.GPU_NUMA_AFFINITY, needs),
             'upgrade libvirt and QEMU (%s)'
             % result.see(result.Doc.OLD_LIBVIRT))
     if not topology.gpus():
-        return result.success(subject, 'NUMA-bound PCIe expander buses '
-                              '(needs %s), but no NVIDIA GPU to report %s '
-                              'for' % (needs, traits_mod.GPU_NUMA_AFFINITY))
+        return result.success(subject, '%s can bind PCIe expander buses to '
+                              'NUMA nodes (needs %s); this host has no '
+                              'NVIDIA GPU, so it reports no %s'
+                              % (have, needs, traits_mod.GPU_NUMA_AFFINITY))
     return result.warning(
-        subject, 'no NVIDIA GPU with a known NUMA node, so no %s'
-        % traits_mod.GPU_NUMA_AFFINITY, 'see the NUMA line below')
+        subject, '%s: no NVIDIA GPU with a known NUMA node, so no %s'
+        % (have, traits_mod.GPU_NUMA_AFFINITY), 'see the NUMA line below')

@@ -19,6 +19,7 @@
 import argparse
 import os
 
+from nova_gpu_p2p.checks import environment
 from nova_gpu_p2p.checks import fabric
 from nova_gpu_p2p.checks import host
 from nova_gpu_p2p.checks import placement
@@ -91,6 +92,14 @@ def cmd_check(args: argparse.Namespace) -> int:
             sysfs_root=sources.sysfs_read(args, opts), root=args.root,
             bindings=bindings, pci=pci, fabric=facts,
             kinds=discovery.gpu_kinds(topology, opts), scheduler=scheduler)
+    # What this run read and ran with, first; a capture is judged for
+    # another host, whose Python this is not.
+    first = [environment.check_config(
+        sources.config_read(opts),
+        searched=not (args.no_config or args.config_file))]
+    if not args.load:
+        first.append(environment.check_libvirt_python())
+    checks = first + checks
     if args.json:
         print(report.to_json(checks))
     else:

@@ -47,8 +47,10 @@ class _Version(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         import pbr.version
 
+        # The installed distribution's full version, as pip shows it
+        # (0.0.1.dev159), not pbr's release part (0.0.1).
         print('%s %s' % (sources.PROG, pbr.version.VersionInfo(
-            'nova-gpu-p2p').version_string()))
+            'nova-gpu-p2p').version_string_with_vcs()))
         # A closed pipe or a full disk shows here, inside main's guard.
         sys.stdout.flush()
         parser.exit()

@@ -18,7 +18,6 @@ import copy
 import json
 import os
 import sysconfig
-import time
 
 import fixtures
 from lxml import etree
@@ -37,8 +36,6 @@ from tests.fixtures import sysfs_builder
 #: distribution: Nova shapes its XML by them.
 LIBVIRT_VERSION = 10000000
 QEMU_VERSION = 8002000
-#: Seconds :func:`finished_events` waits for the compute's thread.
-EVENTS_WAIT_S = 60
 GPU_ALIAS = 'gpu'
 NIC_ALIAS = 'nic'
 
@@ -290,24 +287,3 @@ def hostdevs(xml: etree._Element) -> dict[str, etree._Element]:
     """PCI hostdevs by host address."""
     return {_source_address(dev): dev
             for dev in xml.findall('./devices/hostdev[@type="pci"]')}
-
-
-def finished_events(api, server: dict) -> list[dict]:
-    """Every event of every action on the server, once all finished.
-
-    The API shows the new state before the compute's thread is done with
-    the operation; a test going on (or ending) then races that thread in
-    this one process (Nova's fixtures then fail with "Can't upgrade a
-    READER transaction to a WRITER").
-    """
-    deadline = time.monotonic() + EVENTS_WAIT_S
-    while True:
-        events = [
-            event
-            for action in api.get_instance_actions(server['id'])
-            for event in api.get_instance_action_details(
-                server['id'], action['request_id'])['events']]
-        if (all(event['finish_time'] for event in events)
-                or time.monotonic() > deadline):
-            return events
-        time.sleep(0.1)

@@ -33,6 +33,7 @@ from nova_gpu_p2p.topology import discovery
 from tests.cloud import nova_cloud as base
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.fixtures import waits
 
 CONF = nova_conf.CONF
 
@@ -84,7 +85,7 @@ def partition_device_spec_values(clique_ids: dict[str, int]) -> list[str]:
             if clique_id is not None]
 
 
-class CliqueSchedulingBase(base.GPUHostsTestBase):
+class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
     """Computes on :data:`CORPUS_HOST`, GPUs tracked in placement.
 
     Hosts are weighed by Nova's host name weigher (:attr:`WEIGHTS`) and,
@@ -228,7 +229,7 @@ class CliqueSchedulingBase(base.GPUHostsTestBase):
 
     def settle(self, server: dict) -> None:
         """Wait until the compute is done with the server's actions."""
-        events = base.finished_events(self.api, server)
+        events = waits.finished_events(self.api, server)
         self.assertTrue(all(event['finish_time'] for event in events),
                         events)
 

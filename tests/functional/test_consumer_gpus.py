@@ -24,6 +24,7 @@ rescheduled.
 
 from nova_gpu_p2p import traits
 from tests.cloud import nova_cloud as base
+from tests.fixtures import waits
 from tests.functional import test_guest_config as layout
 from tests.functional import test_placement_traits as placement_traits
 
@@ -85,7 +86,7 @@ class ConsumerGPUHostsTest(placement_traits._TraitsTestBase):
             + CONSUMER)
 
 
-class AllowedConsumerGPUsTest(base.GPUHostsTestBase):
+class AllowedConsumerGPUsTest(waits.PatientWaits, base.GPUHostsTestBase):
     """The operator's switch: P2P verified on these cards, cliques back."""
 
     def setUp(self):

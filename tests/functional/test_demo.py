@@ -28,6 +28,7 @@ from oslo_utils import importutils
 from lab import demo_cloud
 from nova_gpu_p2p import driver
 import tests
+from tests.fixtures import waits
 
 DEMO = os.path.join(tests.ROOT, 'lab', 'demo.py')
 
@@ -40,7 +41,7 @@ def load_demo():
     return module
 
 
-class DemoReportTest(demo_cloud.HGXCloud):
+class DemoReportTest(waits.PatientWaits, demo_cloud.HGXCloud):
 
     def report(self, xml_path: str) -> str:
         output = io.StringIO()

@@ -22,9 +22,10 @@ from nova_gpu_p2p.topology import sysfs
 from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
+from tests.fixtures import waits
 
 
-class DriverLoadTest(base.GPUP2PServersTestBase):
+class DriverLoadTest(waits.PatientWaits, base.GPUP2PServersTestBase):
 
     def test_compute_service_runs_our_driver(self):
         self.start_compute('compute1')
@@ -47,7 +48,7 @@ class DriverLoadTest(base.GPUP2PServersTestBase):
         self.assertIsNotNone(domain.find('./numatune/memory'))
 
 
-class TopologyRefreshTest(base.GPUP2PServersTestBase):
+class TopologyRefreshTest(waits.PatientWaits, base.GPUP2PServersTestBase):
     """Discovery is cached and re-read on Nova's periodic update."""
 
     def use_host(self, name):

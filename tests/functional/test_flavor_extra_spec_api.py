@@ -23,12 +23,13 @@ from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_spec_validators
 from nova_gpu_p2p import extra_specs
 from tests.cloud import nova_cloud as base
+from tests.fixtures import waits
 
 MODE_ALLOWED = extra_spec_validators.MAXPHYSADDR_MODE_ALLOWED
 BITS_ALLOWED = extra_spec_validators.MAXPHYSADDR_BITS_ALLOWED
 
 
-class FlavorExtraSpecAPITest(base.APITestBase):
+class FlavorExtraSpecAPITest(waits.PatientWaits, base.APITestBase):
 
     def setUp(self):
         super().setUp()

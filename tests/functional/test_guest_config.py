@@ -29,6 +29,7 @@ from nova.virt import hardware
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p.guest import topology_description
 from tests.cloud import nova_cloud as base
+from tests.fixtures import waits
 
 NS = {'qemu': libvirt_config.QEMU_NS, 'gpu_p2p': libvirt_config.GPU_P2P_NS}
 CLIQUE_KEY = 'hw:gpu_p2p_clique'
@@ -285,7 +286,8 @@ class LayoutAssertions:
         return xml
 
 
-class GuestConfigTest(LayoutAssertions, base.GPUHostsTestBase):
+class GuestConfigTest(waits.PatientWaits, LayoutAssertions,
+                      base.GPUHostsTestBase):
     """One boot per flavor kind on the 8-GPU, two-socket PCIe host."""
 
     def setUp(self):
@@ -448,7 +450,8 @@ class GuestConfigTest(LayoutAssertions, base.GPUHostsTestBase):
         self.assert_no_additions(xml)
 
 
-class RefusalTest(LayoutAssertions, base.GPUHostsTestBase):
+class RefusalTest(waits.PatientWaits, LayoutAssertions,
+                  base.GPUHostsTestBase):
     """What the tenant and the operator are told, and where."""
 
     def setUp(self):
@@ -546,7 +549,8 @@ class RefusalTest(LayoutAssertions, base.GPUHostsTestBase):
         self.assertEqual({}, expander_buses(self.domain_xml(server)))
 
 
-class OldLibvirtTest(LayoutAssertions, base.GPUHostsTestBase):
+class OldLibvirtTest(waits.PatientWaits, LayoutAssertions,
+                     base.GPUHostsTestBase):
     """libvirt 8.1 has no ``<qemu:override>``."""
 
     def setUp(self):

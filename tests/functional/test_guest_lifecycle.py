@@ -27,6 +27,7 @@ from lxml import etree
 from nova.tests import fixtures as nova_fixtures
 
 from tests.cloud import nova_cloud as base
+from tests.fixtures import waits
 from tests.functional import test_guest_config as layout
 
 P2P_SPECS = {layout.CLIQUE_KEY: 'auto', layout.AFFINITY_KEY: 'required'}
@@ -44,7 +45,8 @@ def our_layout(xml: etree._Element) -> bytes:
                     for element in xml.findall(path, layout.NS))
 
 
-class _WeighedHostsBase(layout.LayoutAssertions, base.GPUHostsTestBase):
+class _WeighedHostsBase(waits.PatientWaits, layout.LayoutAssertions,
+                        base.GPUHostsTestBase):
     """Hosts tried in a known order: the first of :attr:`WEIGHTS` first."""
 
     WEIGHTS: dict[str, int] = {}

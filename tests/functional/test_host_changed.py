@@ -33,6 +33,7 @@ from nova_gpu_p2p import action_events
 from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
+from tests.fixtures import waits
 from tests.functional import test_guest_config as layout
 from tests.functional import test_guest_lifecycle as lifecycle
 
@@ -71,7 +72,7 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
         self.flavor = self.gpu_flavor(2, vcpus=2, extra_specs={
             layout.CLIQUE_KEY: 'required', layout.AFFINITY_KEY: 'required'})
         self.server = self.boot(self.flavor)
-        base.finished_events(self.api, self.server)
+        waits.finished_events(self.api, self.server)
         self.assertEqual('host1', self.server['OS-EXT-SRV-ATTR:host'])
         self.assertEqual({a: 0 for a in SWITCH_PAIR},
                          layout.gpu_cliques(self.domain_xml(self.server)))
@@ -88,7 +89,7 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
                         state: str = 'ACTIVE',
                         gpus: tuple[str, str] = SWITCH_PAIR) -> None:
         """Back in ``state``, without cliques, and the loss visible."""
-        events = [event for event in base.finished_events(self.api, server)
+        events = [event for event in waits.finished_events(self.api, server)
                   if event['event'] == action_events.LOST]
         self.assertEqual(state, server['status'])
         self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
@@ -181,7 +182,8 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
     moving_disks = lifecycle.GuestLifecycleTest.moving_disks
 
 
-class LiveMigrationTest(layout.LayoutAssertions, base.GPUHostsTestBase):
+class LiveMigrationTest(waits.PatientWaits, layout.LayoutAssertions,
+                        base.GPUHostsTestBase):
     """A live-migratable GPU under our layout: refused in the pre-checks."""
 
     def _add_pci_aliases(self, topology):
@@ -206,7 +208,7 @@ class LiveMigrationTest(layout.LayoutAssertions, base.GPUHostsTestBase):
         flavor = self.gpu_flavor(2, extra_specs={
             layout.CLIQUE_KEY: 'auto', layout.AFFINITY_KEY: 'preferred'})
         server = self.boot(flavor)
-        base.finished_events(self.api, server)
+        waits.finished_events(self.api, server)
         source = server['OS-EXT-SRV-ATTR:host']
         target = 'host2' if source == 'host1' else 'host1'
         exc = self.assertRaises(
@@ -224,7 +226,7 @@ class LiveMigrationTest(layout.LayoutAssertions, base.GPUHostsTestBase):
             self.stdlog.logger.output,
             r'WARNING \[nova_gpu_p2p\.driver\] .*GPU P2P: live migration '
             r'of a server with PCI devices')
-        events = [event for event in base.finished_events(self.api, server)
+        events = [event for event in waits.finished_events(self.api, server)
                   if event['event'] == action_events.LIVE_MIGRATION]
         self.assertEqual(1, len(events), events)
         self.assertIn('GPU P2P: live migration of a server with PCI '

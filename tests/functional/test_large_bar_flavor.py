@@ -30,6 +30,7 @@ from nova.tests.functional.api import client
 
 from nova_gpu_p2p import extra_spec_validators
 from tests.cloud import nova_cloud as base
+from tests.fixtures import waits
 
 #: Eight A100-PCIE (128 GiB BAR1 each) on two NUMA nodes.
 CORPUS_HOST = 'pcie-8gpu-4switch-2socket'
@@ -39,7 +40,7 @@ BITS_ASKED = re.compile(
     r'hw:maxphysaddr_mode=emulate, hw:maxphysaddr_bits=(\d+)')
 
 
-class LargeBarFlavorTest(base.GPUHostsTestBase):
+class LargeBarFlavorTest(waits.PatientWaits, base.GPUHostsTestBase):
 
     def setUp(self):
         super().setUp()

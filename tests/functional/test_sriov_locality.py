@@ -33,6 +33,7 @@ from nova_gpu_p2p.topology import model
 from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder as b
+from tests.fixtures import waits
 from tests.functional import test_guest_config as guest_config
 
 #: ConnectX-7: the PF, and the VFs mlx5_core creates on it.
@@ -121,7 +122,7 @@ def hostdev_interfaces(xml: etree._Element) -> dict[str, etree._Element]:
             for dev in xml.findall('./devices/interface[@type="hostdev"]')}
 
 
-class SRIOVLocalityTest(guest_config.LayoutAssertions,
+class SRIOVLocalityTest(waits.PatientWaits, guest_config.LayoutAssertions,
                         base.GPUHostsTestBase):
     """A P2P flavor with GPUs plus a Neutron SR-IOV port, on one host."""
 

@@ -24,6 +24,7 @@ import fixtures
 
 from nova_gpu_p2p import flavor_commands
 from tests.cloud import nova_cloud as base
+from tests.fixtures import waits
 from tests.functional import test_guest_config as layout
 
 HGX = 'hgx-8gpu-nvswitch-2numa'
@@ -55,7 +56,8 @@ def _with_switches(pci_info):
     return info
 
 
-class WholeBoardTest(layout.LayoutAssertions, base.GPUHostsTestBase):
+class WholeBoardTest(waits.PatientWaits, layout.LayoutAssertions,
+                     base.GPUHostsTestBase):
 
     def setUp(self):
         super().setUp()

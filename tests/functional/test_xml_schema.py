@@ -38,6 +38,7 @@ from tests.cloud import corpus_xml
 from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 from tests.fixtures import qemu_override
+from tests.fixtures import waits
 
 VALIDATOR = 'virt-xml-validate'
 MISSING = ('virt-xml-validate or xmllint not found: apt-get install '
@@ -173,7 +174,8 @@ def refusal_problems(facts: corpus_xml.HostFacts,
 
 
 @hosts.add_host_tests
-class XMLSchemaTest(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
+class XMLSchemaTest(waits.PatientWaits, corpus_xml.CorpusXMLMixin,
+                    base.GPUHostsTestBase):
     """libvirt's schema and our own references, per corpus host."""
 
     def setUp(self):

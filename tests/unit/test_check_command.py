@@ -25,7 +25,9 @@ import dataclasses
 import io
 import json
 import os
+import sys
 import types
+from unittest import mock
 
 import fixtures
 from oslo_upgradecheck import upgradecheck
@@ -44,6 +46,9 @@ from tests.unit import test_corpus
 OK, WARN, FAIL = (result.Code.SUCCESS, result.Code.WARNING,
                   result.Code.FAILURE)
 WORDS = upgradecheck.UPGRADE_CHECK_MSG_MAP
+#: libvirt-python as a compute host has it.
+LIBVIRT_PYTHON = types.ModuleType('libvirt')
+LIBVIRT_PYTHON.__file__ = '/usr/lib/python3/dist-packages/libvirt.py'
 
 
 def lines(checks):
@@ -114,6 +119,8 @@ class CheckCLIBase(testtools.TestCase):
             'nova_gpu_p2p.checks.versions.probe_versions',
             return_value=versions.HostVersions(None, None,
                                                'no libvirtd'))).mock
+        self.modules = self.enterContext(
+            mock.patch.dict(sys.modules, {'libvirt': LIBVIRT_PYTHON}))
         self.root = self.useFixture(fixtures.TempDir()).path
         os.makedirs(os.path.join(self.root, 'usr/share/OVMF'))
         os.makedirs(os.path.join(self.root, 'usr/share/qemu/firmware'))
@@ -123,8 +130,14 @@ class CheckCLIBase(testtools.TestCase):
                                '60-edk2-x86_64.json'), 'w') as f:
             json.dump(test_checks.DESCRIPTOR, f)
 
-    def run_cli(self, *argv, versions=('11.3.0', '10.0.2'), table=False):
-        """Exit status and the --json report's checks (or the table)."""
+    def run_cli(self, *argv, versions=('11.3.0', '10.0.2'), table=False,
+                search=False):
+        """Exit status and the --json report's checks (or the table).
+
+        With neither ``--config-file`` nor ``search``: ``--no-config``.
+        """
+        if not search and '--config-file' not in argv:
+            argv += ('--no-config',)
         if versions:
             argv += ('--libvirt-version', versions[0],
                      '--qemu-version', versions[1])
@@ -194,21 +207,25 @@ class TestCheckCLI(CheckCLIBase):
             '--sysfs-root', test_corpus.tree('pcie-8gpu-4switch-2socket'),
             versions=('7.0.0', '6.1.0'))
         self.assertEqual(1, rc)
-        self.assertEqual([(FAIL, 'libvirt 7.0.0'), (WARN, 'libvirt 7.0.0'),
-                          (WARN, 'QEMU 6.1.0')], self.not_ok(out))
+        self.assertEqual([(FAIL, 'libvirt: clique IDs'),
+                          (WARN, 'libvirt: UEFI guest XML'),
+                          (WARN, 'QEMU: NUMA affinity')], self.not_ok(out))
         rc, out = self.run_cli(
             '--sysfs-root', test_corpus.tree('epyc-4gpu-per-root-complex'),
             versions=('8.0.0', '6.2.0'))
         self.assertEqual(0, rc)
-        self.assertIn('Warning libvirt 8.0.0: too old for <qemu:override>',
-                      lines(out))
+        self.assertIn('Warning libvirt: clique IDs: libvirt 8.0.0 is too old '
+                      'for <qemu:override>', lines(out))
 
     def test_bookworm_versions(self):
         rc, out = self.run_cli(
             '--sysfs-root', test_corpus.tree('mixed-vendors-nic'),
             versions=('9.0.0', '7.2.0'))
         self.assertEqual(0, rc)
-        self.assertEqual([(WARN, 'libvirt 9.0.0')], self.not_ok(out))
+        self.assertEqual([(WARN, 'libvirt: UEFI guest XML')],
+                         self.not_ok(out))
+        self.assertIn('Warning libvirt: UEFI guest XML: libvirt 9.0.0 '
+                      'refuses the UEFI guest XML Nova 34 writes', lines(out))
         self.assertIn('see troubleshooting: UEFI guests refused by libvirt '
                       '9.0',
                       lines(out))
@@ -225,7 +242,8 @@ class TestCheckCLI(CheckCLIBase):
         rc, out = self.run_cli(
             '--sysfs-root', test_corpus.tree('mixed-vendors-nic'),
             '--qemu-version', '10.0.2', versions=None)
-        self.assertIn('Success QEMU 10.0.2: NUMA-bound', lines(out))
+        self.assertIn('Success QEMU: NUMA affinity: QEMU 10.0.2 with libvirt '
+                      '11.3.0 binds', lines(out))
 
     def test_bad_version_is_a_usage_error(self):
         err = io.StringIO()
@@ -303,12 +321,79 @@ class TestCheckCLI(CheckCLIBase):
         # Without --config-file, the host's nova.conf is read and [pci]
         # judged; --no-config reads none.
         tree = test_corpus.tree('pcie-8gpu-4switch-2socket')
-        self.useFixture(test_cli.NoHostConfig([self.nova_conf('')]))
-        rc, out = self.run_cli('--sysfs-root', tree)
+        found = self.nova_conf('')
+        self.useFixture(test_cli.NoHostConfig([found]))
+        rc, out = self.run_cli('--sysfs-root', tree, search=True)
         self.assertIn('Warning placement: [pci] report_in_placement is off',
                       lines(out))
+        self.assertIn('Success nova.conf: read %s' % found, lines(out))
         rc, out = self.run_cli('--sysfs-root', tree, '--no-config')
         self.assertNotIn('placement', lines(out))
+        self.assertIn('Success nova.conf: none read (--no-config): '
+                      '[gpu_p2p] options at their defaults; [pci] and the '
+                      'scheduler settings not judged', lines(out))
+
+    def test_no_nova_conf_found_is_a_warning(self):
+        self.useFixture(test_cli.NoHostConfig())
+        rc, out = self.run_cli('--sysfs-root', test_corpus.tree(
+            'pcie-8gpu-4switch-2socket'), search=True)
+        self.assertEqual(0, rc)
+        self.assertEqual([(WARN, 'nova.conf')], self.not_ok(out))
+        self.assertIn('Warning nova.conf: none found (looked for nova.conf '
+                      'and nova-gpu-p2p.conf in ~/.nova, ~, /etc/nova and '
+                      '/etc, and their .conf.d directories)', lines(out))
+        self.assertIn('fix: run this as root where nova.conf is readable '
+                      'only by root, or give --config-file PATH', lines(out))
+
+    def test_config_file_given_is_named(self):
+        path = self.nova_conf('')
+        rc, out = self.run_cli('--sysfs-root', test_corpus.tree(
+            'pcie-8gpu-4switch-2socket'), '--config-file', path)
+        self.assertEqual(OK, out[0]['result'])
+        self.assertEqual(('nova.conf', 'read %s' % path),
+                         (out[0]['check'], out[0]['details']))
+
+    def test_missing_libvirt_python_fails(self):
+        # None in sys.modules: the import fails as for a missing module.
+        self.modules['libvirt'] = None
+        rc, out = self.run_cli('--sysfs-root', test_corpus.tree(
+            'pcie-8gpu-4switch-2socket'))
+        self.assertEqual(1, rc)
+        self.assertEqual([(FAIL, 'libvirt-python')], self.not_ok(out))
+        self.assertIn('Failure libvirt-python: the Python module libvirt is '
+                      'missing from %s' % sys.executable, lines(out))
+        self.assertIn('fix: install libvirt-python into the Python '
+                      'environment Nova runs from (the distribution\'s '
+                      'python3-libvirt, or pip install libvirt-python in '
+                      'Nova\'s virtualenv) (see troubleshooting: '
+                      'libvirt-python missing)', lines(out))
+
+    def test_libvirt_python_found_names_the_module(self):
+        rc, out = self.run_cli('--sysfs-root', test_corpus.tree(
+            'pcie-8gpu-4switch-2socket'))
+        self.assertIn('Success libvirt-python: the Python module libvirt: '
+                      '/usr/lib/python3/dist-packages/libvirt.py', lines(out))
+
+    def test_every_row_title_is_unique(self):
+        # A nova.conf that gives every GPU in a clique a device_spec row
+        # and the scheduler settings a row.
+        path = self.nova_conf(
+            '[pci]\nreport_in_placement = True\n'
+            'device_spec = {"vendor_id": "10de"}\n'
+            '[filter_scheduler]\n'
+            'enabled_filters = PciPassthroughFilter,GPUP2PCliqueFilter\n')
+        device_spec_rows = 0
+        for name in hosts.HOSTS:
+            for argv in ((), ('--level', 'SYS'),
+                         ('--level', 'SYS', '--config-file', path)):
+                rc, out = self.run_cli('--sysfs-root', test_corpus.tree(name),
+                                       *argv, versions=('9.0.0', '7.2.0'))
+                titles = [check['check'] for check in out]
+                self.assertEqual(len(titles), len(set(titles)),
+                                 (name, argv, titles))
+                device_spec_rows += sum(title.startswith('[pci] device_spec')
+                                        for title in titles)
+        self.assertGreater(device_spec_rows, len(hosts.HOSTS))
 
     def nova_conf(self, text):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
@@ -376,13 +461,14 @@ class TestCheckCLI(CheckCLIBase):
                               % '\n'.join(spec_lines))
         rc, out = self.run_cli('--sysfs-root', tree, '--config-file', path)
         self.assertEqual(0, rc)
-        self.assertEqual([(WARN, '[pci] device_spec')], self.not_ok(out))
+        self.assertEqual([(WARN, '[pci] device_spec 0000:04:00.0')],
+                         self.not_ok(out))
         self.assertIn(
-            'Warning [pci] device_spec: GPU 0000:04:00.0 is in clique 0 but '
-            'its [pci] device_spec entry has gpu_p2p_clique "3"; fix: set '
-            'device_spec '
-            '= {"address": "0000:04:00.0", "traits": '
-            '"CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}', lines(out))
+            'Warning [pci] device_spec 0000:04:00.0: GPU 0000:04:00.0 is in '
+            'clique 0 but its [pci] device_spec entry has gpu_p2p_clique '
+            '"3"; fix: set device_spec = {"address": "0000:04:00.0", '
+            '"traits": "CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}',
+            lines(out))
 
     def test_static_backend_reads_bindings_from_sysfs(self):
         tree = test_corpus.tree('four-numa-7gpu')
@@ -421,7 +507,7 @@ class TestCheckCLI(CheckCLIBase):
                              ''.join(details.split()))
         self.assertIn('| Check: 0000:c1:00.0', table)
         self.assertIn('| Result: Failure', table)
-        self.assertEqual('Failure: 1, Warning: 1, Success: 8', lines_[-1])
+        self.assertEqual('Failure: 1, Warning: 1, Success: 10', lines_[-1])
 
     def test_json_is_what_oslo_prints(self):
         """The same object oslo.upgradecheck prints for --json."""

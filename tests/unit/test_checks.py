@@ -263,11 +263,18 @@ class TestCheckVersions(testtools.TestCase):
     def test_current_stack(self):
         checks = versions.check_versions(
             versions.HostVersions((11, 3, 0), (10, 0, 2)), two_rc_host(), True)
-        self.assertEqual([(OK, 'libvirt 11.3.0'), (OK, 'libvirt 11.3.0'),
-                          (OK, 'QEMU 10.0.2')], self.statuses(checks))
-        self.assertIn('needs 8.2.0', checks[0].message)
-        self.assertIn('tested with 11.3.0', checks[1].message)
-        self.assertIn('CUSTOM_GPU_NUMA_AFFINITY', checks[2].message)
+        self.assertEqual([(OK, 'libvirt: clique IDs'),
+                          (OK, 'libvirt: UEFI guest XML'),
+                          (OK, 'QEMU: NUMA affinity')], self.statuses(checks))
+        self.assertEqual('libvirt 11.3.0 supports <qemu:override>, which '
+                         'clique IDs need (8.2.0 or later)',
+                         checks[0].message)
+        self.assertEqual('libvirt 11.3.0 accepts the UEFI guest XML of Nova '
+                         '34 (tested with 11.3.0)', checks[1].message)
+        self.assertEqual('QEMU 10.0.2 with libvirt 11.3.0 binds PCIe '
+                         'expander buses to NUMA nodes: reports '
+                         'CUSTOM_GPU_NUMA_AFFINITY (needs libvirt 8.0.0 and '
+                         'QEMU 6.2.0)', checks[2].message)
 
     def test_bookworm_stack_warns_about_uefi(self):
         checks = versions.check_versions(
@@ -304,8 +311,10 @@ class TestCheckVersions(testtools.TestCase):
     def test_old_qemu_only(self):
         checks = versions.check_versions(
             versions.HostVersions((9, 0, 0), (6, 1, 0)), two_rc_host(), True)
-        self.assertEqual((WARN, 'QEMU 6.1.0'),
+        self.assertEqual((WARN, 'QEMU: NUMA affinity'),
                          (checks[2].code, checks[2].subject))
+        self.assertIn('QEMU 6.1.0 with libvirt 9.0.0: this host does not '
+                      'report', checks[2].message)
 
     def test_no_gpu_numa_node(self):
         host = topo(fn('0000:01:00.0', numa=None, group=1))
@@ -317,7 +326,12 @@ class TestCheckVersions(testtools.TestCase):
         checks = versions.check_versions(
             versions.HostVersions((11, 3, 0), (10, 0, 2)), topo(), False)
         self.assertEqual(OK, checks[2].code)
-        self.assertIn('no NVIDIA GPU to report', checks[2].message)
+        # A sentence that ends, naming what is and is not there.
+        self.assertEqual('QEMU 10.0.2 with libvirt 11.3.0 can bind PCIe '
+                         'expander buses to NUMA nodes (needs libvirt 8.0.0 '
+                         'and QEMU 6.2.0); this host has no NVIDIA GPU, so '
+                         'it reports no CUSTOM_GPU_NUMA_AFFINITY',
+                         checks[2].message)
 
     def test_unknown_versions(self):
         checks = versions.check_versions(
@@ -784,7 +798,7 @@ class TestPlacement(testtools.TestCase):
         # Nova uses the first entry that matches a GPU.
         checks = self.check([BROAD, spec(A, 0), spec(B, 0)])
         self.assertEqual(
-            [(WARN, '[pci] device_spec',
+            [(WARN, '[pci] device_spec %s' % address,
               'GPU %s is in clique 0 but its placement provider has no '
               'clique trait and its [pci] device_spec entry has no '
               'gpu_p2p_clique tag' % address,
@@ -834,6 +848,14 @@ class TestFindingsAndAll(testtools.TestCase):
                                       sysfs.UNREADABLE_CONFIG])
         self.assertEqual([(WARN, 'discovery', '0000:01:00.0 skipped: gone')],
                          [(c.code, c.subject, c.message) for c in checks])
+        self.assertEqual([], host.check_findings([sysfs.UNREADABLE_CONFIG]))
+
+    def test_findings_in_one_row(self):
+        checks = host.check_findings(['0000:01:00.0 skipped: gone',
+                                      '0000:02:00.0 skipped: odd'])
+        self.assertEqual([(WARN, 'discovery', '0000:01:00.0 skipped: gone; '
+                           '0000:02:00.0 skipped: odd')],
+                         [(c.code, c.subject, c.message) for c in checks])
 
     def test_host_checks_order(self):
         root = self.useFixture(fixtures.TempDir()).path
@@ -842,7 +864,8 @@ class TestFindingsAndAll(testtools.TestCase):
             gpus, versions.HostVersions((11, 3, 0), (10, 0, 2)),
             lc.LinkClass.NODE, lc.AcsPolicy.ROUTE, sysfs_root=None, root=root)
         self.assertEqual(
-            ['libvirt 11.3.0', 'libvirt 11.3.0', 'QEMU 10.0.2',
+            ['libvirt: clique IDs', 'libvirt: UEFI guest XML',
+             'QEMU: NUMA affinity',
              'guest firmware', 'IOMMU', 'vfio-pci', 'ACS', 'p2p_level NODE',
              'discovery'], [c.subject for c in checks])
         self.assertIn('traits: CUSTOM_GPU_NUMA_AFFINITY CUSTOM_GPU_P2P ',

@@ -27,9 +27,10 @@ set -euo pipefail
 readonly URI=qemu:///system
 readonly BACKPORTS_LIST=/etc/apt/sources.list.d/nova-gpu-p2p-bookworm-backports.list
 readonly BACKPORTS_LINE='deb http://deb.debian.org/debian bookworm-backports main'
-# The stack itself: upgraded together from backports.
+# The stack itself: upgraded together from backports (libvirt-dev, which
+# tools/install-ci-deps.sh installs for libvirt-python, with its libvirt).
 readonly STACK=(libvirt-daemon-system libvirt-daemon-driver-qemu
-                libvirt-clients qemu-system-x86 qemu-utils ovmf)
+                libvirt-clients libvirt-dev qemu-system-x86 qemu-utils ovmf)
 # What the tests and the guest boot test use besides it.
 readonly TOOLS=(libxml2-utils seabios busybox-static linux-image-amd64
                 cpio)
