@@ -183,7 +183,20 @@ def problems(clique_ids: Mapping[str, int | None],
              spec_tags: Mapping[str, Mapping[str, str]],
              partitions: Mapping[str, Mapping[int, int]] = _NONE
              ) -> list[str]:
+    """What :func:`problems_by_gpu` finds, in GPU address order."""
+    return list(problems_by_gpu(clique_ids, provider_traits, spec_tags,
+                                partitions).values())
+
+
+def problems_by_gpu(clique_ids: Mapping[str, int | None],
+                    provider_traits: Mapping[str, Set[str]],
+                    spec_tags: Mapping[str, Mapping[str, str]],
+                    partitions: Mapping[str, Mapping[int, int]] = _NONE
+                    ) -> dict[str, str]:
     """GPUs whose provider traits or device_spec tags miss their groups.
+
+    By GPU address, so that ``check`` titles a row per GPU without reading
+    the address back out of the text.
 
     :param clique_ids: GPU address -> host clique ID (None: no clique).
     :param provider_traits: GPU address -> traits of its placement
@@ -193,7 +206,7 @@ def problems(clique_ids: Mapping[str, int | None],
     :param partitions: GPU address -> its Fabric Manager partitions
         (:func:`partition_sizes`); none on a host without them.
     """
-    found = []
+    found = {}
     for address, clique_id in sorted(clique_ids.items()):
         held = partitions.get(address, _NONE)
         wrong = [why for why in (
@@ -204,13 +217,14 @@ def problems(clique_ids: Mapping[str, int | None],
         if not wrong:
             continue
         if clique_id is None:
-            found.append('GPU %s is in no clique but %s: remove the clique '
-                         'trait and tag from its [pci] device_spec entry'
-                         % (address, ' and '.join(wrong)))
+            found[address] = (
+                'GPU %s is in no clique but %s: remove the clique trait and '
+                'tag from its [pci] device_spec entry'
+                % (address, ' and '.join(wrong)))
         else:
-            found.append('GPU %s is in clique %d but %s: set %s'
-                         % (address, clique_id, ' and '.join(wrong),
-                            entry(address, clique_id, held)))
+            found[address] = ('GPU %s is in clique %d but %s: set %s'
+                              % (address, clique_id, ' and '.join(wrong),
+                                 entry(address, clique_id, held)))
     return found
 
 

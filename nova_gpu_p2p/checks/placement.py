@@ -65,18 +65,18 @@ def check_placement(topology: model.HostTopology,
     spec_tags = device_spec_tags.configured_tags(
         pci.device_specs, [(a, functions[a].vendor, functions[a].device)
                            for a in cliques.ids])
-    problems = device_spec_tags.problems(
+    problems = device_spec_tags.problems_by_gpu(
         cliques.ids,
         {address: device_spec_tags.entry_traits(tags)
          for address, tags in spec_tags.items()},
         spec_tags,
         device_spec_tags.partition_sizes(topology.fabric_partitions))
     checks = []
-    for problem in problems:
-        # "GPU <address> is in ... but ...: <what to do>", one per GPU.
+    for address, problem in problems.items():
+        # "GPU <address> is in ... but ...: <what to do>".
         message, _, fix = problem.partition(': ')
         checks.append(result.warning(
-            '[pci] device_spec %s' % message.split(' ', 2)[1], message, fix))
+            '[pci] device_spec %s' % address, message, fix))
     if checks:
         return checks
     in_cliques = [a for a, clique in cliques.ids.items() if clique is not None]
