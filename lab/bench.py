@@ -1178,26 +1178,20 @@ def main(argv: list[str]) -> int:
     for name in timed:
         print('%-44s %11.3f ms' % (name,
                                    results[name]['seconds_per_call'] * 1e3))
-    if GUEST_XML in results:
-        print_guest_xml(results[GUEST_XML])
-    if DECISION_QUALITY in results:
-        print_decision_quality(results[DECISION_QUALITY])
-    if SCALE in results:
-        print_guest_xml_scale(results[SCALE])
-    if MEMORY in results:
-        print_topology_memory(results[MEMORY], results)
-    if SCHEDULING in results:
-        print_clique_scheduling(results[SCHEDULING])
-    if CLOUD_FILTERS in results:
-        print_scheduling_at_cloud_size(results[CLOUD_FILTERS])
-    if FABRIC in results:
-        print_fabric_nvlink(results[FABRIC])
-    if SELECT in results:
-        print_select_destinations_at_cloud_size(results[SELECT])
-    if PRIVSEP in results:
-        print_privsep_reads(results[PRIVSEP])
-    if STALL in results:
-        print_greenthread_stall(results[STALL])
+    printers = (
+        (GUEST_XML, print_guest_xml),
+        (DECISION_QUALITY, print_decision_quality),
+        (SCALE, print_guest_xml_scale),
+        (MEMORY, lambda record: print_topology_memory(record, results)),
+        (SCHEDULING, print_clique_scheduling),
+        (CLOUD_FILTERS, print_scheduling_at_cloud_size),
+        (FABRIC, print_fabric_nvlink),
+        (SELECT, print_select_destinations_at_cloud_size),
+        (PRIVSEP, print_privsep_reads),
+        (STALL, print_greenthread_stall))
+    for section, printer in printers:
+        if section in results:
+            printer(results[section])
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(results, f, indent=2, sort_keys=True)
