@@ -82,8 +82,10 @@ def _spawn(request: dict, stderr: object) -> subprocess.Popen:
 
 
 def watch(request: dict, bounds: Bounds
-          ) -> Tuple[List[dict], Optional[str]]:
-    """The probe's events, and why it stopped early (None: it finished).
+          ) -> Tuple[List[dict], Optional[dict]]:
+    """The probe's events, and how it stopped early (None: it finished).
+
+    How: ``{'status': 'hung' or 'failed', 'detail': why}``.
 
     Setup calls (cuInit, contexts, PTX compilation, allocation) get
     ``bounds.setup``; once the probe is ready every call gets
@@ -98,8 +100,9 @@ def watch(request: dict, bounds: Bounds
             while True:
                 bound = bounds.transfer if ready else bounds.setup
                 if not select.select([fd], [], [], bound)[0]:
-                    return events, _kill(child, '%s did not return within '
-                                         '%g s' % (call, bound))
+                    return events, {'status': 'hung', 'detail': _kill(
+                        child, '%s did not return within %g s' % (
+                            call, bound))}
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     break
@@ -117,8 +120,9 @@ def watch(request: dict, bounds: Bounds
                 return events, None
             stderr.seek(0)
             said = stderr.read()[-500:].decode('utf-8', 'replace').strip()
-            return events, 'the probe stopped in %s (exit status %s)%s' % (
-                call, status, ': ' + said if said else '')
+            return events, {'status': 'failed', 'detail': (
+                'the probe died in %s (exit status %s)%s' % (
+                    call, status, ': ' + said if said else ''))}
         finally:
             child.stdout.close()
 
@@ -167,14 +171,14 @@ class Check:
             if stopped is None or self.skip:
                 return
             if where is None:  # in setup: no pair to blame
-                self.problems.append(stopped)
+                self.problems.append(stopped['detail'])
                 return
             pair, path = where
-            self.paths.setdefault(pair, {})[path] = {
-                'status': 'hung', 'detail': stopped}
+            self.paths.setdefault(pair, {})[path] = stopped
             for gpu in pair:
                 self.stalled.setdefault(gpu, 'GPU %d was left out after GPU '
-                                        '%d -> GPU %d hung' % (gpu, *pair))
+                                        '%d -> GPU %d %s' % (
+                                            gpu, *pair, stopped['status']))
             pairs = [p for p in self.peers if p not in self.paths
                      and not set(p) & set(self.stalled)]
             if not pairs:

@@ -208,6 +208,20 @@ class VerifyP2PTest(testtools.TestCase):
                           entries[pair]['copy_engine']['detail'])
         self.assert_p2p_disabled(err, [(2, 1), (2, 3), (3, 1), (3, 2)])
 
+    def test_a_driver_that_kills_the_process(self):
+        status, _, err, result = self.verify(gpus=2, mode='crash',
+                                             pair='1:0')
+        self.assertEqual(1, status)
+        entries = {(e['src'], e['dst']): e for e in result['pairs']}
+        self.assertEqual(('passed', 'passed'), (
+            entries[0, 1]['copy_engine']['status'],
+            entries[0, 1]['sm_stores']['status']))
+        self.assertEqual(
+            {'status': 'failed',
+             'detail': 'the probe died in cuMemcpyPeer (exit status -11)'},
+            entries[1, 0]['copy_engine'])
+        self.assert_p2p_disabled(err, [(1, 0)])
+
     def test_no_peer_access(self):
         status, out, err, result = self.verify(gpus=4, mode='no-peer')
         self.assertEqual((0, ''), (status, err))
