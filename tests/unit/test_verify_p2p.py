@@ -31,6 +31,7 @@ import sys
 import fixtures
 import testtools
 
+from lab import verify_p2p_bench
 from nova_gpu_p2p_guest import cuda
 from nova_gpu_p2p_guest import nccl_conf
 from nova_gpu_p2p_guest import p2p_probe
@@ -391,3 +392,15 @@ def _cuda_h():
         if os.path.exists(os.path.join(root, 'cuda.h')):
             return os.path.join(root, 'cuda.h')
     return None
+
+
+class BenchQuickTest(testtools.TestCase):
+    """lab/verify_p2p_bench.py in its quick mode, as CI runs lab/."""
+
+    def test_two_gpus_one_mib_one_round(self):
+        result = verify_p2p_bench.run(gpus=2, mib=1, rounds=1)
+        self.assertEqual(2, result['pairs'])
+        self.assertEqual(4 << 20, result['bytes_moved']['gpu_to_gpu'])
+        self.assertGreater(result['stand_in_seconds'], 0)
+        self.assertEqual(set(verify_p2p_bench.P2P_GBPS),
+                         set(result['estimate_seconds']))
