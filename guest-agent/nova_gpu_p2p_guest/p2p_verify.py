@@ -324,29 +324,40 @@ def _nccl_conf(path: str, failures: Optional[List[str]], when: str
 
 def report(result: dict, result_path: str, nccl_conf_path: str,
            console: str, prog: str) -> int:
-    """Act on the result; the exit status (1: P2P failed)."""
+    """Act on the result; the exit status (1: P2P failed).
+
+    On a failure the lines go out even where the NCCL config cannot be
+    written: then they say that P2P is still on.
+    """
     status = result['status']
+    out = sys.stderr if result_path == '-' else sys.stdout
+    disabled = False
     if status == 'skipped':
-        print('%s: verify-p2p skipped: %s' % (prog, result['reason']))
+        print('%s: verify-p2p skipped: %s' % (prog, result['reason']),
+              file=out)
     if status == 'failed':
         lines = ['%s: GPU P2P FAILED: %s' % (prog, failure)
                  for failure in result['failures']]
+        try:
+            done = _nccl_conf(nccl_conf_path, result['failures'],
+                              result['started'])
+            disabled = True
+            lines.append('%s: %s; the result is in %s' % (
+                prog, done or 'NCCL_P2P_DISABLE=1 was already first in %s'
+                % nccl_conf_path, result_path))
+        except errors.Problem as exc:
+            lines.append('%s: NCCL P2P is NOT turned off: %s' % (prog, exc))
         for line in lines:
             print(line, file=sys.stderr)
-        done = _nccl_conf(nccl_conf_path, result['failures'],
-                          result['started'])
-        lines.append('%s: %s; the result is in %s' % (
-            prog, done or 'NCCL_P2P_DISABLE=1 is already set in %s'
-            % nccl_conf_path, result_path))
-        print(lines[-1], file=sys.stderr)
         _console(console, lines)
-    result['nccl_p2p_disabled_by_this_check'] = status == 'failed'
+    result['nccl_p2p_disabled_by_this_check'] = disabled
     _write_result(result_path, result)
     if status == 'passed':
         done = _nccl_conf(nccl_conf_path, None, result['started'])
         if done:
-            print('%s: %s' % (prog, done))
-        print('%s: GPU P2P verified: %s' % (prog, _summary(result)))
+            print('%s: %s' % (prog, done), file=out)
+        print('%s: GPU P2P verified: %s' % (prog, _summary(result)),
+              file=out)
     return 1 if status == 'failed' else 0
 
 

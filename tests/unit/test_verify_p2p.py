@@ -298,6 +298,25 @@ class VerifyP2PTest(testtools.TestCase):
                       '%s' % self.conf, out)
         self.assertEqual(TENANT_CONF, self.read(self.conf))
 
+    def test_nccl_conf_not_writable(self):
+        """The failure is still said, and that P2P stays on."""
+        os.remove(self.conf)
+        os.mkdir(self.conf)
+        status, _, err, result = self.verify(gpus=2, mode='mirror')
+        self.assertEqual(1, status)
+        self.assertEqual(2, err.count('GPU P2P FAILED'))
+        self.assertIn('nova-gpu-p2p-guest: NCCL P2P is NOT turned off: '
+                      'cannot read %s: ' % self.conf, err)
+        self.assertEqual(err, self.read(self.console))
+        self.assertFalse(result['nccl_p2p_disabled_by_this_check'])
+
+    def test_result_on_standard_output(self):
+        self.result = '-'
+        status, out, err, _ = self.verify(gpus=2)
+        self.assertEqual(0, status)
+        self.assertEqual('passed', json.loads(out)['status'])
+        self.assertIn('GPU P2P verified: 2 ordered pairs', err)
+
     def test_bad_options(self):
         for option, value, said in [
                 ('--mib', '0', "'0' is not a whole number of at least 1"),
