@@ -108,12 +108,14 @@ def emit(**event: object) -> None:
 
 
 def rotation(src: int, dst: int, size: int) -> int:
-    """The pair's offset into this run's bytes, distinct for every pair.
+    """The pair's offset into this run's bytes: 4 more than a multiple of 16.
 
-    4-byte aligned and no multiple of a page, so data landing at another
-    pair's place or offset reads back wrong.
+    Distinct for every pair of up to 64 GPUs at 1 MiB and more (1021 is
+    odd), and never a whole number of 16-byte words, so data landing at
+    another pair's offset, or where an earlier pair left it, reads back
+    wrong.
     """
-    return 4 * (1 + (src * 16 + dst) * 1021) % size
+    return (4 + 16 * 1021 * (src * 64 + dst)) % size
 
 
 def compare(got: bytearray, want: bytearray, rotated: int

@@ -109,7 +109,12 @@ def watch(request: dict, bounds: Bounds
                 lines = (pending + chunk).split(b'\n')
                 pending = lines.pop()
                 for line in lines:
-                    event = json.loads(line.decode('utf-8'))
+                    try:
+                        event = json.loads(line.decode('utf-8'))
+                    except ValueError:  # not the probe's: the driver's
+                        continue
+                    if not isinstance(event, dict):
+                        continue
                     if 'call' in event:
                         call = event['call']
                         continue

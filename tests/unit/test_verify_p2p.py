@@ -366,6 +366,17 @@ class NcclConfTest(testtools.TestCase):
         self.assertEqual('', nccl_conf.without_ours(''))
 
 
+class RotationTest(testtools.TestCase):
+
+    def test_every_pair_its_own_offset(self):
+        for size in (1 << 20, 3 << 20, 64 << 20):
+            offsets = [p2p_probe.rotation(a, b, size)
+                       for a, b in ordered_pairs(64)]
+            self.assertEqual(len(offsets), len(set(offsets)))
+            self.assertEqual({4}, {k % 16 for k in offsets})
+            self.assertLess(max(offsets), size)
+
+
 class BindingTest(testtools.TestCase):
     """What can be checked of the binding and the kernel without a GPU."""
 
