@@ -189,12 +189,12 @@ class VerifyP2PTest(testtools.TestCase):
         The pairs without either GPU are still checked, by a fresh process.
         """
         status, _, err, result = self.verify(
-            '--timeout', '2', gpus=4, mode='hang', pair='2:1', timeout=60)
+            '--timeout', '5', gpus=4, mode='hang', pair='2:1', timeout=90)
         self.assertEqual(1, status)
         entries = {(e['src'], e['dst']): e for e in result['pairs']}
         self.assertEqual(
             {'status': 'hung',
-             'detail': 'cuMemcpyPeer did not return within 2 s'},
+             'detail': 'cuMemcpyPeer did not return within 5 s'},
             entries[2, 1]['copy_engine'])
         self.assertEqual('not_checked', entries[2, 1]['sm_stores']['status'])
         paths = self.paths(result)
