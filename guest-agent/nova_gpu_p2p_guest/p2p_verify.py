@@ -281,14 +281,16 @@ def verify(library: str, size: int, bounds: Bounds) -> dict:
 def _console(path: str, lines: List[str]) -> None:
     """Each line on the console; no console is no error (stderr has them).
 
-    Opened without O_CREAT: where ``path`` is missing nothing is made.
+    Opened without O_CREAT: where ``path`` is missing nothing is made; and
+    without waiting: a FIFO nobody reads is refused, not waited on.
     """
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY
-                     | os.O_CLOEXEC)
+                     | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return
     try:
+        os.set_blocking(fd, True)
         with open(fd, 'w', closefd=False) as f:
             for line in lines:
                 f.write(line + '\n')

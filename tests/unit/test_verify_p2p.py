@@ -310,6 +310,14 @@ class VerifyP2PTest(testtools.TestCase):
         self.assertEqual(err, self.read(self.console))
         self.assertFalse(result['nccl_p2p_disabled_by_this_check'])
 
+    def test_a_console_nobody_reads_is_not_waited_on(self):
+        os.remove(self.console)
+        os.mkfifo(self.console)
+        status, _, err, result = self.verify(gpus=2, mode='corrupt-ce',
+                                             pair='0:1')
+        self.assertEqual((1, 'failed'), (status, result['status']))
+        self.assertEqual(1, err.count('GPU P2P FAILED'))
+
     def test_result_on_standard_output(self):
         self.result = '-'
         status, out, err, _ = self.verify(gpus=2)
