@@ -66,6 +66,7 @@ if '--child' not in sys.argv:
 from lab import decision_quality  # noqa: E402
 from lab import fabric_quality  # noqa: E402
 from lab import scheduling_sim  # noqa: E402
+from lab import verify_p2p_bench  # noqa: E402
 from nova_gpu_p2p import conf  # noqa: E402
 from nova_gpu_p2p import extra_specs  # noqa: E402
 from nova_gpu_p2p.fabric import partitions  # noqa: E402
@@ -1123,6 +1124,10 @@ def print_greenthread_stall(result: dict) -> None:
               % result['privsep_not_measured'])
 
 
+#: The guest agent's check of GPU P2P (lab/verify_p2p_bench.py).
+VERIFY_P2P = 'verify_p2p'
+
+
 def measure(func: Callable[[], object], min_time: float = 0.2) -> dict:
     """Best-of-five mean time per call, with enough calls per round."""
     timer = timeit.Timer(func)
@@ -1146,7 +1151,8 @@ def main(argv: list[str]) -> int:
     clouds = {GUEST_XML: guest_xml, DECISION_QUALITY: decision_quality_run,
               SCALE: guest_xml_scale, FABRIC: fabric_nvlink,
               SELECT: select_destinations_at_cloud_size}
-    children = {PRIVSEP: privsep_reads, STALL: greenthread_stall}
+    children = {PRIVSEP: privsep_reads, STALL: greenthread_stall,
+                VERIFY_P2P: verify_p2p_bench.run}
     known = (set(BENCHMARKS) | set(clouds) | set(children)
              | {MEMORY, SCHEDULING, CLOUD_FILTERS})
     unknown = set(args.names) - known
@@ -1188,7 +1194,8 @@ def main(argv: list[str]) -> int:
         (FABRIC, print_fabric_nvlink),
         (SELECT, print_select_destinations_at_cloud_size),
         (PRIVSEP, print_privsep_reads),
-        (STALL, print_greenthread_stall))
+        (STALL, print_greenthread_stall),
+        (VERIFY_P2P, verify_p2p_bench.print_result))
     for section, printer in printers:
         if section in results:
             printer(results[section])

@@ -39,6 +39,7 @@ import ast
 import configparser
 import glob
 import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
@@ -230,7 +231,21 @@ def install_agent(wheel: str, venv: str) -> list[str]:
             AGENT_DISTRIBUTION, result.returncode, result.stdout,
             result.stderr))
     _run(python, '-m', AGENT_PACKAGE, '--help', cwd=venv)
-    done.append('%s and python -m %s run there'
+    # verify-p2p starts its probe as python -m from the installed package:
+    # without a driver library it says it skipped, and why.
+    absent = os.path.join(venv, 'absent', 'libcuda.so.1')
+    result = subprocess.run(
+        [os.path.join(venv, 'bin', AGENT_DISTRIBUTION), 'verify-p2p',
+         '--library', absent, '--result', '-', '--nccl-conf',
+         os.path.join(venv, 'nccl.conf')], capture_output=True, text=True,
+        cwd=venv)
+    skipped = 'skipped: no NVIDIA driver: %s does not load' % absent
+    if result.returncode != 0 or skipped not in result.stderr or (
+            json.loads(result.stdout or '{}').get('status') != 'skipped'):
+        raise PackageError('%s verify-p2p --library ABSENT: exit %d, %r %r'
+                           % (AGENT_DISTRIBUTION, result.returncode,
+                              result.stdout, result.stderr))
+    done.append('%s, its verify-p2p and python -m %s run there'
                 % (AGENT_DISTRIBUTION, AGENT_PACKAGE))
     return done
 

@@ -37,5 +37,7 @@ checks it, :mod:`.guest_sysfs` finds the devices and the CPUs,
 the tree NCCL is to see, :mod:`.nccl_xml` writes it as NCCL's XML,
 :mod:`.nccl_env` gives the ``--env`` lines, :mod:`.atomic_file` writes
 the file, :mod:`.cli` is the command line; every file is read by
-:mod:`.input_file`'s rule.
+:mod:`.input_file`'s rule. ``verify-p2p`` proves P2P on the data path:
+:mod:`.p2p_verify` watches :mod:`.p2p_probe`, which moves the data through
+:mod:`.cuda`, and turns NCCL's P2P off in :mod:`.nccl_conf` where it fails.
 """

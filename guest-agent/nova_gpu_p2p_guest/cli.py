@@ -25,7 +25,7 @@ import argparse
 import io
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from nova_gpu_p2p_guest import atomic_file
 from nova_gpu_p2p_guest import description
@@ -35,6 +35,7 @@ from nova_gpu_p2p_guest import guest_sysfs
 from nova_gpu_p2p_guest import nccl_env
 from nova_gpu_p2p_guest import nccl_tree
 from nova_gpu_p2p_guest import nccl_xml
+from nova_gpu_p2p_guest import p2p_verify
 
 DEFAULT_OUTPUT = '/var/run/nvidia-topologyd/virtualTopology.xml'
 NO_TOPOLOGY = 'no GPU P2P topology for this instance'
@@ -65,10 +66,74 @@ def build_parser() -> argparse.ArgumentParser:
         '--env', action='store_true',
         help='print the NCCL environment settings for this topology '
              'instead of writing it')
+    commands = parser.add_subparsers(dest='command', metavar='COMMAND')
+    verify = commands.add_parser(
+        'verify-p2p', help='prove GPU P2P on the data path',
+        description=(
+            'Write data from every GPU into every peer CUDA says it can '
+            'access, by copy engine and by SM stores, read it back on the '
+            'peer and compare, every CUDA call under a time bound. On a '
+            'failure set NCCL_P2P_DISABLE=1 in the NCCL config file, say '
+            'which pairs failed on standard error and the console, and '
+            'exit 1. Without a driver or with fewer than two GPUs: one '
+            'line, exit 0.'))
+    _positive = _bounded(float, 0.1)
+    verify.add_argument(
+        '--result', metavar='FILE', default=p2p_verify.DEFAULT_RESULT,
+        help='where to write the result as JSON, "-" for standard output '
+             '(default: %s)' % p2p_verify.DEFAULT_RESULT)
+    verify.add_argument(
+        '--nccl-conf', metavar='FILE', default=p2p_verify.DEFAULT_NCCL_CONF,
+        help='the NCCL config file to turn P2P off in (default: %s)'
+             % p2p_verify.DEFAULT_NCCL_CONF)
+    verify.add_argument(
+        '--console', metavar='FILE', default=p2p_verify.DEFAULT_CONSOLE,
+        help='where failures are also written, if it exists (default: %s)'
+             % p2p_verify.DEFAULT_CONSOLE)
+    verify.add_argument(
+        '--library', metavar='FILE', default=p2p_verify.DEFAULT_LIBRARY,
+        help='the CUDA driver library (default: %s)'
+             % p2p_verify.DEFAULT_LIBRARY)
+    verify.add_argument(
+        '--mib', metavar='N', type=_bounded(int, 1), default=64,
+        help='MiB moved per pair, direction and path (default: 64)')
+    verify.add_argument(
+        '--timeout', metavar='SECONDS', type=_positive, default=10.0,
+        help='how long a data-path CUDA call may take (default: 10)')
+    verify.add_argument(
+        '--setup-timeout', metavar='SECONDS', type=_positive, default=120.0,
+        help='how long a setup call (driver start, contexts, kernel '
+             'compilation, allocation) may take (default: 120)')
     return parser
 
 
+def _bounded(kind: type, least: float) -> Callable[[str], object]:
+    """An argparse type: ``kind`` of the text, at least ``least``."""
+    def parse(text: str) -> object:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value < least:
+            raise argparse.ArgumentTypeError(
+                '%r is not a %s of at least %g' % (
+                    text, 'number' if kind is float else 'whole number',
+                    least))
+        return value
+    return parse
+
+
+def verify_p2p(args: argparse.Namespace) -> int:
+    result = p2p_verify.verify(
+        args.library, args.mib << 20,
+        p2p_verify.Bounds(args.setup_timeout, args.timeout))
+    return p2p_verify.report(result, args.result, args.nccl_conf,
+                             args.console, PROG)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.command == 'verify-p2p':
+        return verify_p2p(args)
     data = fw_cfg.read_entry(args.sysfs_root, args.fw_cfg)
     status = sys.stderr if (args.env or args.output == '-') else sys.stdout
     if data is None:

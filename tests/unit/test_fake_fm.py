@@ -65,8 +65,8 @@ class LibraryTest(testtools.TestCase):
         with mock.patch('shutil.which', return_value=None):
             e = self.assertRaises(RuntimeError, fake_fm.library)
         self.assertEqual(
-            'gcc not found: the Fabric Manager stand-in %s is built with '
-            'gcc (tools/install-ci-deps.sh installs gcc and libc6-dev)'
+            'gcc not found: the stand-in %s is built with gcc '
+            '(tools/install-ci-deps.sh installs gcc and libc6-dev)'
             % source, str(e))
 
     def test_compile_error(self):

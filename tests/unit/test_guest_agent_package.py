@@ -20,9 +20,11 @@ every module of the package imports the standard library and the
 package's own modules only. ``tox -e pkg`` checks the built wheel.
 """
 
+import argparse
 import ast
 import configparser
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -37,6 +39,7 @@ from nova_gpu_p2p_guest import cli
 from nova_gpu_p2p_guest import description as agent_description
 from nova_gpu_p2p_guest import fw_cfg
 import tests
+from tests.fixtures import fake_cuda
 from tests.fixtures import guest_sysfs
 from tests.unit import test_guest_agent
 
@@ -117,15 +120,15 @@ class TestStandalone(testtools.TestCase):
         self.assertIn('cli', [name for name, tree in MODULES.items()
                               if has_annotations(tree)])
 
-    def python38(self, *argv, **kwargs):
+    def python38(self, *argv, env=None, **kwargs):
         if not os.path.exists(PYTHON38):
             self.skipTest('no Python 3.8 at %s' % PYTHON38)
         return subprocess.run(
             [PYTHON38] + list(argv),
             cwd=SOURCE_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             universal_newlines=True, timeout=60,
-            env={'PATH': os.environ.get('PATH', ''),
-                 'PYTHONDONTWRITEBYTECODE': '1'}, **kwargs)
+            env=env or {'PATH': os.environ.get('PATH', ''),
+                        'PYTHONDONTWRITEBYTECODE': '1'}, **kwargs)
 
     def test_help_under_python38(self):
         result = self.python38('-m', PACKAGE, '--help')
@@ -151,6 +154,24 @@ class TestStandalone(testtools.TestCase):
         bad = self.python38('-m', PACKAGE, '--fw-cfg', '/nonexistent')
         self.assertEqual((2, 'nova-gpu-p2p-guest: cannot read /nonexistent: '
                           'no such file\n'), (bad.returncode, bad.stderr))
+
+    def test_verify_p2p_under_python38(self):
+        """The check, its child process and the ctypes binding on 3.8."""
+        root = self.useFixture(fixtures.TempDir()).path
+        result = os.path.join(root, 'p2p-verification.json')
+        done = self.python38(
+            '-m', PACKAGE, 'verify-p2p', '--library', fake_cuda.library(),
+            '--result', result, '--nccl-conf', os.path.join(root, 'conf'),
+            '--console', os.path.join(root, 'console'), '--mib', '1',
+            env={'PATH': os.environ.get('PATH', ''),
+                 'PYTHONDONTWRITEBYTECODE': '1',
+                 **fake_cuda.environment(gpus=2, mode='mirror', pair='0:1')})
+        self.assertEqual(1, done.returncode, done.stderr)
+        self.assertIn('GPU P2P FAILED: GPU 0 (0000:18:00.0) -> GPU 1 '
+                      '(0000:28:00.0): copy engine failed: nothing arrived',
+                      done.stderr)
+        with open(result) as f:
+            self.assertEqual('failed', json.load(f)['status'])
 
     def test_every_module_imports_under_python38(self):
         """On 3.8 every module imports, and loads nothing of the driver."""
@@ -189,10 +210,14 @@ class TestShippedFiles(testtools.TestCase):
         with open(os.path.join(SOURCE_ROOT, *path), encoding='utf-8') as f:
             return f.read()
 
-    def test_unit(self):
+    def unit(self, name):
         unit = configparser.ConfigParser(strict=False, interpolation=None)
         unit.optionxform = str
-        unit.read_string(self.read('etc', 'nova-gpu-p2p-guest.service'))
+        unit.read_string(self.read('etc', name))
+        return unit
+
+    def test_unit(self):
+        unit = self.unit('nova-gpu-p2p-guest.service')
         self.assertEqual('oneshot', unit['Service']['Type'])
         self.assertEqual('/usr/bin/python3 -m nova_gpu_p2p_guest',
                          unit['Service']['ExecStart'])
@@ -200,13 +225,32 @@ class TestShippedFiles(testtools.TestCase):
         self.assertIn('multi-user.target', unit['Unit']['Before'])
         self.assertEqual('multi-user.target', unit['Install']['WantedBy'])
 
-    def test_cloud_init_installs_the_same_unit(self):
+    def test_verify_unit_runs_once_per_boot_before_the_topology(self):
+        unit = self.unit('nova-gpu-p2p-verify.service')
+        service = unit['Service']
+        self.assertEqual(('oneshot', 'yes'), (service['Type'],
+                                              service['RemainAfterExit']))
+        self.assertEqual('/usr/bin/python3 -m nova_gpu_p2p_guest verify-p2p',
+                         unit['Service']['ExecStart'])
+        before = unit['Unit']['Before'].split()
+        self.assertIn('nova-gpu-p2p-guest.service', before)
+        self.assertIn('multi-user.target', before)
+        # Ordering only: a failed check must not stop the topology writer.
+        self.assertNotIn('nova-gpu-p2p-verify.service', ' '.join(
+            self.unit('nova-gpu-p2p-guest.service')['Unit'].values()))
+        self.assertEqual('multi-user.target', unit['Install']['WantedBy'])
+
+    def test_cloud_init_installs_the_same_units(self):
         config = yaml.safe_load(self.read('etc', 'cloud-init.yaml'))
-        self.assertEqual(
-            [self.read('etc', 'nova-gpu-p2p-guest.service')],
-            [f['content'] for f in config['write_files']
-             if f['path'] == '/etc/systemd/system/'
-                             'nova-gpu-p2p-guest.service'])
+        for name in ('nova-gpu-p2p-guest.service',
+                     'nova-gpu-p2p-verify.service'):
+            self.assertEqual(
+                [self.read('etc', name)],
+                [f['content'] for f in config['write_files']
+                 if f['path'] == '/etc/systemd/system/' + name])
+        self.assertEqual(['systemctl', 'enable', '--now',
+                          'nova-gpu-p2p-verify.service'],
+                         config['runcmd'][-2])
         install = config['runcmd'][0]
         self.assertEqual(['python3', '-m', 'pip', 'install', '--no-deps'],
                          install[:5])
@@ -219,7 +263,10 @@ class TestShippedFiles(testtools.TestCase):
                           'nova-gpu-p2p-guest.service'], config['runcmd'][-1])
 
     def test_documented_options_exist(self):
-        options = set(cli.build_parser()._option_string_actions)
+        parser = cli.build_parser()
+        options = set(parser._option_string_actions)
+        commands = [a for a in parser._actions
+                    if isinstance(a, argparse._SubParsersAction)][0].choices
         found = []
         for name in ('cli.rst', 'tenant-guide.rst', 'install.rst'):
             with open(os.path.join(tests.ROOT, 'doc', 'source', name),
@@ -229,9 +276,12 @@ class TestShippedFiles(testtools.TestCase):
                 if 'nova-gpu-p2p-guest ' not in line:
                     continue
                 rest = line.split('nova-gpu-p2p-guest ', 1)[1]
+                known = options
+                if rest.split()[0] in commands:
+                    known = commands[rest.split()[0]]._option_string_actions
                 found.extend('%s:%d: %s' % (name, number, flag)
                              for flag in re.findall(r'--[a-z][a-z-]*', rest)
-                             if flag not in options)
+                             if flag not in known)
         self.assertEqual([], found)
 
 

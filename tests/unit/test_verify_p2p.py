@@ -1,0 +1,444 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``nova-gpu-p2p-guest verify-p2p`` against the stand-in CUDA driver.
+
+Each test runs the command as systemd would, a process of its own, on
+tests/fixtures/cuda/fake_cuda.c loaded through the agent's real ctypes
+binding: devices backed by host memory, healthy or with one of the faults
+the check exists for (NVIDIA/nccl#2335's private mirror, corruption on
+one path, a peer copy that never returns, no peer access, no driver).
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import fixtures
+import testtools
+
+from lab import verify_p2p_bench
+from nova_gpu_p2p_guest import cuda
+from nova_gpu_p2p_guest import nccl_conf
+from nova_gpu_p2p_guest import p2p_probe
+from tests.fixtures import fake_cuda
+from tests.unit import test_guest_agent
+
+TENANT_CONF = 'NCCL_DEBUG=WARN\nNCCL_P2P_DISABLE=0\n'
+#: The stand-in's PCI addresses: GPU n at bus 0x18 + 0x10 n.
+ADDRESS = '0000:%02x:00.0'
+
+
+def gpu(index: int) -> str:
+    return 'GPU %d (%s)' % (index, ADDRESS % (0x18 + 0x10 * index))
+
+
+def ordered_pairs(gpus: int) -> list:
+    return [[a, b] for a in range(gpus) for b in range(gpus) if a != b]
+
+
+class VerifyP2PTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.result = os.path.join(self.tmp, 'run', 'p2p-verification.json')
+        self.conf = os.path.join(self.tmp, 'nccl.conf')
+        self.console = os.path.join(self.tmp, 'console')
+        with open(self.conf, 'w') as f:
+            f.write(TENANT_CONF)
+        open(self.console, 'w').close()
+
+    def verify(self, *options, library=None, timeout=120, **stand_in):
+        """(exit status, stdout, stderr, result) of one run."""
+        env = dict(os.environ, PYTHONPATH=test_guest_agent.AGENT_SOURCE,
+                   **fake_cuda.environment(**stand_in))
+        done = subprocess.run(
+            [sys.executable, '-m', 'nova_gpu_p2p_guest', 'verify-p2p',
+             '--library', library or fake_cuda.library(),
+             '--result', self.result, '--nccl-conf', self.conf,
+             '--console', self.console, '--mib', '1'] + list(options),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            universal_newlines=True, env=env, timeout=timeout)
+        result = None
+        if os.path.exists(self.result):
+            with open(self.result) as f:
+                result = json.load(f)
+        return done.returncode, done.stdout, done.stderr, result
+
+    def read(self, path):
+        with open(path) as f:
+            return f.read()
+
+    def paths(self, result):
+        """{(src, dst): (copy engine status, SM stores status)}."""
+        return {(e['src'], e['dst']): (e['copy_engine']['status'],
+                                       e['sm_stores']['status'])
+                for e in result['pairs']}
+
+    def assert_untouched(self):
+        self.assertEqual(TENANT_CONF, self.read(self.conf))
+        self.assertEqual('', self.read(self.console))
+
+    def assert_p2p_disabled(self, stderr, failed):
+        """NCCL reads NCCL_P2P_DISABLE=1 first, the tenant's lines kept.
+
+        Each failed pair is named once on stderr and on the console.
+        """
+        conf = self.read(self.conf)
+        self.assertEqual('1', nccl_reads(conf)['NCCL_P2P_DISABLE'])
+        self.assertTrue(conf.endswith(TENANT_CONF))
+        for text in (stderr, self.read(self.console)):
+            lines = [line for line in text.splitlines()
+                     if 'GPU P2P FAILED' in line]
+            self.assertEqual(len(failed), len(lines), text)
+            for pair, line in zip(failed, lines):
+                self.assertIn('%s -> %s: ' % (gpu(pair[0]), gpu(pair[1])),
+                              line)
+            self.assertIn('set NCCL_P2P_DISABLE=1 in %s; the result is in '
+                          '%s' % (self.conf, self.result), text)
+
+    def test_healthy_8_gpus_pass_56_pairs_on_both_paths(self):
+        status, out, err, result = self.verify(gpus=8)
+        self.assertEqual((0, ''), (status, err))
+        self.assertEqual('passed', result['status'])
+        self.assertEqual(
+            {tuple(p): ('passed', 'passed') for p in ordered_pairs(8)},
+            self.paths(result))
+        for entry in result['pairs']:
+            for path in p2p_probe.PATHS:
+                self.assertEqual(1 << 20, entry[path]['bytes'])
+                self.assertGreater(entry[path]['gbps'], 0)
+        self.assertEqual([], result['failures'])
+        self.assertEqual([ADDRESS % (0x18 + 0x10 * i) for i in range(8)],
+                         [g['pci_bus_id'] for g in result['gpus']])
+        self.assertIn('GPU P2P verified: 56 ordered pairs of 8 GPUs, copy '
+                      'engine and SM stores, 1 MiB each', out)
+        self.assert_untouched()
+
+    def test_private_mirror_on_one_pair(self):
+        status, out, err, result = self.verify(gpus=8, mode='mirror',
+                                               pair='3:6')
+        self.assertEqual(1, status)
+        self.assertEqual('failed', result['status'])
+        expected = {tuple(p): ('passed', 'passed') for p in ordered_pairs(8)}
+        expected[3, 6] = ('failed', 'failed')
+        self.assertEqual(expected, self.paths(result))
+        self.assertEqual(
+            ['%s -> %s: copy engine failed: nothing arrived: the owner reads '
+             'back its cleared buffer (the writes went somewhere it never '
+             'reads); SM stores failed: nothing arrived: the owner reads '
+             'back its cleared buffer (the writes went somewhere it never '
+             'reads)' % (gpu(3), gpu(6))], result['failures'])
+        self.assert_p2p_disabled(err, [(3, 6)])
+        self.assertIn(gpu(3) + ' -> ' + gpu(6), self.read(self.conf))
+        self.assertTrue(result['nccl_p2p_disabled_by_this_check'])
+
+    def test_mirror_on_every_pair(self):
+        status, _, err, result = self.verify(gpus=3, mode='mirror')
+        self.assertEqual(1, status)
+        self.assertEqual({tuple(p): ('failed', 'failed')
+                          for p in ordered_pairs(3)}, self.paths(result))
+        self.assert_p2p_disabled(err, ordered_pairs(3))
+
+    def check_one_path_corrupt(self, mode, bad, good):
+        status, _, err, result = self.verify(gpus=4, mode=mode, pair='1:2')
+        self.assertEqual(1, status)
+        entry = [e for e in result['pairs'] if (e['src'], e['dst']) == (1, 2)]
+        self.assertEqual('failed', entry[0][bad]['status'])
+        self.assertEqual('passed', entry[0][good]['status'])
+        # One bit flipped a third of the way into the 1 MiB buffer.
+        self.assertEqual('1 of 16 chunks of 64 KiB differ, the first at '
+                         'byte %d of the buffer' % ((1 << 20) // 3),
+                         entry[0][bad]['detail'])
+        self.assertEqual(11, sum(1 for e in result['pairs'] if {
+            e['copy_engine']['status'], e['sm_stores']['status']} == {
+            'passed'}))
+        self.assert_p2p_disabled(err, [(1, 2)])
+        return result['failures'][0]
+
+    def test_corruption_on_the_copy_engine_only(self):
+        failure = self.check_one_path_corrupt('corrupt-ce', 'copy_engine',
+                                              'sm_stores')
+        self.assertIn(': copy engine failed: ', failure)
+        self.assertNotIn('SM stores', failure)
+
+    def test_corruption_on_sm_stores_only(self):
+        failure = self.check_one_path_corrupt('corrupt-sm', 'sm_stores',
+                                              'copy_engine')
+        self.assertIn(': SM stores failed: ', failure)
+        self.assertNotIn('copy engine', failure)
+
+    def test_a_peer_copy_that_never_returns(self):
+        """Reported within its bound.
+
+        The pairs without either GPU are still checked, by a fresh process.
+        """
+        status, _, err, result = self.verify(
+            '--timeout', '5', gpus=4, mode='hang', pair='2:1', timeout=90)
+        self.assertEqual(1, status)
+        entries = {(e['src'], e['dst']): e for e in result['pairs']}
+        self.assertEqual(
+            {'status': 'hung',
+             'detail': 'cuMemcpyPeer did not return within 5 s'},
+            entries[2, 1]['copy_engine'])
+        self.assertEqual('not_checked', entries[2, 1]['sm_stores']['status'])
+        paths = self.paths(result)
+        # Checked in CUDA's order before the hang, and after it those
+        # without GPU 1 or 2.
+        for pair in [(0, 1), (0, 2), (0, 3), (1, 0), (1, 2), (1, 3), (2, 0),
+                     (3, 0)]:
+            self.assertEqual(('passed', 'passed'), paths[pair], pair)
+        for pair in [(2, 3), (3, 1), (3, 2)]:
+            self.assertEqual(('not_checked', 'not_checked'), paths[pair])
+            self.assertIn('after GPU 2 -> GPU 1 hung',
+                          entries[pair]['copy_engine']['detail'])
+        self.assert_p2p_disabled(err, [(2, 1), (2, 3), (3, 1), (3, 2)])
+
+    def test_a_driver_that_kills_the_process(self):
+        status, _, err, result = self.verify(gpus=2, mode='crash',
+                                             pair='1:0')
+        self.assertEqual(1, status)
+        entries = {(e['src'], e['dst']): e for e in result['pairs']}
+        self.assertEqual(('passed', 'passed'), (
+            entries[0, 1]['copy_engine']['status'],
+            entries[0, 1]['sm_stores']['status']))
+        self.assertEqual(
+            {'status': 'failed',
+             'detail': 'the probe died in cuMemcpyPeer (exit status -11)'},
+            entries[1, 0]['copy_engine'])
+        self.assert_p2p_disabled(err, [(1, 0)])
+
+    def test_no_peer_access(self):
+        status, out, err, result = self.verify(gpus=4, mode='no-peer')
+        self.assertEqual((0, ''), (status, err))
+        self.assertEqual('skipped', result['status'])
+        self.assertEqual(ordered_pairs(4), result['not_peer_capable'])
+        self.assertEqual(
+            'nova-gpu-p2p-guest: verify-p2p skipped: CUDA says none of the '
+            '4 GPUs can access another: NCCL does not use P2P here, nothing '
+            'to verify\n', out)
+        self.assert_untouched()
+
+    def test_no_peer_access_on_one_pair(self):
+        status, out, err, result = self.verify(gpus=3, mode='no-peer',
+                                               pair='2:1')
+        self.assertEqual((0, ''), (status, err))
+        self.assertEqual('passed', result['status'])
+        self.assertEqual([[2, 1]], result['not_peer_capable'])
+        self.assertNotIn((2, 1), self.paths(result))
+        self.assertIn('; 1 ordered pairs CUDA gives no peer access (NCCL '
+                      'does not use P2P there): 2 -> 1', out)
+        self.assert_untouched()
+
+    def test_skips(self):
+        missing = os.path.join(self.tmp, 'libcuda.so.1')
+        for stand_in, said in [
+                ({'library': missing},
+                 'no NVIDIA driver: %s does not load' % missing),
+                ({'mode': 'no-device'},
+                 'no GPU: the NVIDIA driver sees none'),
+                ({'gpus': 0}, 'no GPU: GPU P2P needs two'),
+                ({'gpus': 1}, 'one GPU: GPU P2P needs two')]:
+            status, out, err, result = self.verify(**stand_in)
+            self.assertEqual(
+                (0, 'nova-gpu-p2p-guest: verify-p2p skipped: %s\n' % said,
+                 ''), (status, out, err))
+            self.assertEqual(('skipped', said),
+                             (result['status'], result['reason']))
+            self.assert_untouched()
+
+    def test_the_driver_failing_to_start_fails_closed(self):
+        # The stand-in refuses more than 16 GPUs in cuInit.
+        status, _, err, result = self.verify(gpus=17)
+        self.assertEqual(1, status)
+        self.assertEqual(['cuInit: CUDA_ERROR_INVALID_VALUE (1)'],
+                         result['failures'])
+        self.assertEqual('1', nccl_reads(self.read(self.conf))[
+            'NCCL_P2P_DISABLE'])
+
+    def test_data_differs_per_pair_and_per_run(self):
+        log = os.path.join(self.tmp, 'writes.log')
+        self.verify(gpus=4, log=log)
+        self.verify(gpus=4, log=log)
+        runs = [line.split() for line in self.read(log).splitlines()]
+        self.assertEqual(48, len(runs))
+        first, second = runs[:24], runs[24:]
+        for run in first, second:
+            # Both paths of a pair write the same data...
+            by_pair = {}
+            for path, src, dst, size, digest in run:
+                by_pair.setdefault((src, dst), set()).add(digest)
+                self.assertEqual(str(1 << 20), size)
+            self.assertEqual([1] * 12, [len(d) for d in by_pair.values()])
+            # ... and no two pairs the same.
+            self.assertEqual(12, len({d for (d,) in by_pair.values()}))
+        self.assertFalse({r[4] for r in first} & {r[4] for r in second})
+
+    def test_a_later_pass_removes_only_its_own_lines(self):
+        self.verify(gpus=2, mode='corrupt-sm')
+        self.assertIn(nccl_conf.SETTING, self.read(self.conf))
+        status, out, _, result = self.verify(gpus=2)
+        self.assertEqual((0, 'passed'), (status, result['status']))
+        self.assertIn('removed the NCCL_P2P_DISABLE an earlier check set in '
+                      '%s' % self.conf, out)
+        self.assertEqual(TENANT_CONF, self.read(self.conf))
+
+    def test_nccl_conf_not_writable(self):
+        """The failure is still said, and that P2P stays on."""
+        os.remove(self.conf)
+        os.mkdir(self.conf)
+        status, _, err, result = self.verify(gpus=2, mode='mirror')
+        self.assertEqual(1, status)
+        self.assertEqual(2, err.count('GPU P2P FAILED'))
+        self.assertIn('nova-gpu-p2p-guest: NCCL P2P is NOT turned off: '
+                      'cannot read %s: ' % self.conf, err)
+        self.assertEqual(err, self.read(self.console))
+        self.assertFalse(result['nccl_p2p_disabled_by_this_check'])
+
+    def test_a_console_nobody_reads_is_not_waited_on(self):
+        os.remove(self.console)
+        os.mkfifo(self.console)
+        status, _, err, result = self.verify(gpus=2, mode='corrupt-ce',
+                                             pair='0:1')
+        self.assertEqual((1, 'failed'), (status, result['status']))
+        self.assertEqual(1, err.count('GPU P2P FAILED'))
+
+    def test_result_on_standard_output(self):
+        self.result = '-'
+        status, out, err, _ = self.verify(gpus=2)
+        self.assertEqual(0, status)
+        self.assertEqual('passed', json.loads(out)['status'])
+        self.assertIn('GPU P2P verified: 2 ordered pairs', err)
+
+    def test_bad_options(self):
+        for option, value, said in [
+                ('--mib', '0', "'0' is not a whole number of at least 1"),
+                ('--timeout', 'soon', "'soon' is not a number of at least "
+                                      "0.1")]:
+            status, out, err, result = self.verify(option, value, gpus=2)
+            # argparse's usage, then one line naming the option.
+            self.assertEqual(2, status)
+            self.assertEqual('nova-gpu-p2p-guest verify-p2p: error: '
+                             'argument %s: %s' % (option, said),
+                             err.splitlines()[-1])
+            self.assertIsNone(result)
+
+
+def nccl_reads(text: str) -> dict:
+    """What NCCL's setEnvFile makes of a config file.
+
+    A line without "=" is skipped, the first assignment of a name wins.
+    """
+    found = {}
+    for line in text.splitlines():
+        if '=' in line:
+            name, value = line.split('=', 1)
+            found.setdefault(name, value)
+    return found
+
+
+class NcclConfTest(testtools.TestCase):
+
+    def test_our_setting_wins_and_our_comments_set_nothing(self):
+        text = nccl_conf.disabled(TENANT_CONF, '2026-11-27T05:40:46Z',
+                                  ['GPU 0 -> GPU 1: a=b'])
+        self.assertEqual({'NCCL_DEBUG': 'WARN', 'NCCL_P2P_DISABLE': '1'},
+                         nccl_reads(text))
+        self.assertTrue(text.endswith(TENANT_CONF))
+
+    def test_one_block_however_often_it_fails(self):
+        once = nccl_conf.disabled(TENANT_CONF, 'then', ['x'])
+        twice = nccl_conf.disabled(once, 'now', ['y'])
+        self.assertEqual(1, twice.count(nccl_conf.SETTING + '\n'))
+        self.assertNotIn('then', twice)
+        self.assertEqual(TENANT_CONF, nccl_conf.without_ours(twice))
+
+    def test_only_our_lines_are_removed(self):
+        text = '# mine\nNCCL_P2P_DISABLE=1\n'
+        self.assertEqual(text, nccl_conf.without_ours(text))
+        self.assertEqual('', nccl_conf.without_ours(''))
+
+
+class RotationTest(testtools.TestCase):
+
+    def test_every_pair_its_own_offset(self):
+        for size in (1 << 20, 3 << 20, 64 << 20):
+            offsets = [p2p_probe.rotation(a, b, size)
+                       for a, b in ordered_pairs(64)]
+            self.assertEqual(len(offsets), len(set(offsets)))
+            self.assertEqual({4}, {k % 16 for k in offsets})
+            self.assertLess(max(offsets), size)
+
+
+class BindingTest(testtools.TestCase):
+    """What can be checked of the binding and the kernel without a GPU."""
+
+    def test_symbols_are_the_ones_cuda_h_calls(self):
+        """Each bound symbol is declared in cuda.h as its API's symbol.
+
+        cuda.h maps cuMemAlloc to cuMemAlloc_v2, for one.
+        """
+        header = _cuda_h()
+        if header is None:
+            self.skipTest('no cuda.h (CUDA toolkit) here')
+        with open(header) as f:
+            text = f.read()
+        maps = dict(re.findall(
+            r'#define (cu\w+)\s+(?:__CUDA_API_PTDS\(|__CUDA_API_PTSZ\()?'
+            r'(cu\w+)', text))
+        for symbol in cuda.PROTOTYPES:
+            self.assertIn('CUresult CUDAAPI %s(' % symbol.split('_v2')[0],
+                          text)
+            api = symbol[:-3] if symbol.endswith('_v2') else symbol
+            self.assertEqual(symbol, maps.get(api, api), symbol)
+
+    def test_kernel_assembles(self):
+        ptxas = shutil.which('ptxas')
+        if ptxas is None:
+            self.skipTest('no ptxas (CUDA toolkit) here')
+        source = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                              'kernel.ptx')
+        with open(source, 'w') as f:
+            f.write(p2p_probe.PTX)
+        for arch in ('sm_75', 'sm_90'):
+            done = subprocess.run(
+                [ptxas, '--gpu-name', arch, '-o', os.devnull, source],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                universal_newlines=True, timeout=120)
+            self.assertEqual(0, done.returncode, done.stdout)
+
+
+def _cuda_h():
+    for root in ['/usr/local/cuda/include', '/usr/include'] + sorted(
+            os.path.join('/usr/local', d, 'include')
+            for d in os.listdir('/usr/local') if d.startswith('cuda-')):
+        if os.path.exists(os.path.join(root, 'cuda.h')):
+            return os.path.join(root, 'cuda.h')
+    return None
+
+
+class BenchQuickTest(testtools.TestCase):
+    """lab/verify_p2p_bench.py in its quick mode, as CI runs lab/."""
+
+    def test_two_gpus_one_mib_one_round(self):
+        result = verify_p2p_bench.run(gpus=2, mib=1, rounds=1)
+        self.assertEqual(2, result['pairs'])
+        self.assertEqual(4 << 20, result['bytes_moved']['gpu_to_gpu'])
+        self.assertGreater(result['stand_in_seconds'], 0)
+        self.assertEqual(set(verify_p2p_bench.P2P_GBPS),
+                         set(result['estimate_seconds']))
