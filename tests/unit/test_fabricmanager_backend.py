@@ -382,9 +382,10 @@ class TestFabricManagerUnavailable(BackendTestCase):
             fabric_manager_library=library)
 
     def test_address_too_long(self):
+        # Refused where nova.conf is read (sun_path), before the backend.
         address = '/' + 'x' * nvfm.FM_MAX_STR_LENGTH
-        self.assertRefused('Fabric Manager at %s' % address,
-                           'longer than', fabric_manager_address=address)
+        self.assertRaises(ValueError, test_corpus.make_conf,
+                          fabric_manager_address=address)
 
 
 class TestEntryPoint(testtools.TestCase):
