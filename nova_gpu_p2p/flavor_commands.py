@@ -214,8 +214,8 @@ def _validate_name(name: str) -> None:
 def _validate_alias(flag: str, name: str) -> None:
     if not name or ':' in name or ',' in name:
         raise exception.InvalidFlavorRequest(
-            '%s %r: give the name of a [pci] alias from nova.conf, '
-            'without ":" or ","' % (flag, name))
+            '%s %s: give the name of a [pci] alias from nova.conf, '
+            'without ":" or ","' % (flag, errors.quoted(name)))
 
 
 def _validate_board(request: FlavorRequest) -> None:
@@ -223,8 +223,8 @@ def _validate_board(request: FlavorRequest) -> None:
     if not request.whole_board:
         if request.nvswitch_alias is not None:
             raise exception.InvalidFlavorRequest(
-                '--nvswitch-alias %r: only with --whole-board'
-                % request.nvswitch_alias)
+                '--nvswitch-alias %s: only with --whole-board'
+                % errors.quoted(request.nvswitch_alias))
         return
     if request.gpus != BOARD_GPUS:
         raise exception.InvalidFlavorRequest(
@@ -234,8 +234,8 @@ def _validate_board(request: FlavorRequest) -> None:
     _validate_alias('--nvswitch-alias', request.switch_alias)
     if request.switch_alias == request.alias:
         raise exception.InvalidFlavorRequest(
-            '--nvswitch-alias %r: the GPUs\' alias; the NVSwitches need '
-            'one of their own' % request.switch_alias)
+            '--nvswitch-alias %s: the GPUs\' alias; the NVSwitches need '
+            'one of their own' % errors.quoted(request.switch_alias))
 
 
 def validate(request: FlavorRequest) -> None:

@@ -120,8 +120,9 @@ def parse_cpulist(text: str) -> frozenset[int]:
             first = int(match.group(1))
             last = int(match.group(2) or first)
         if match is None or not first <= last < MAX_CPUS:
-            raise ValueError("'%s' is not a CPU or a range of CPUs (N or "
-                             "N-M, N <= M < %d)" % (part.strip(), MAX_CPUS))
+            raise ValueError("%s is not a CPU or a range of CPUs (N or "
+                             "N-M, N <= M < %d)"
+                             % (errors.quoted(part.strip()), MAX_CPUS))
         cpus.update(range(first, last + 1))
     return frozenset(cpus)
 

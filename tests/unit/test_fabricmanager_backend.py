@@ -344,7 +344,7 @@ class TestKeptPartitions(BackendTestCase):
         self.assertEqual((), fabricmanager.kept_partitions(
             self.conf(self.fm())))
         self.assertIn('GPU P2P: no kept Fabric Manager partitions: %s: '
-                      'partition entry "3"' % self.module_file,
+                      "partition entry '3'" % self.module_file,
                       self.log.output)
 
 

@@ -33,6 +33,8 @@ import testtools
 
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import exception
+from nova_gpu_p2p import flavor_commands
+from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.scheduler import clique_fit_weigher
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import model
@@ -393,6 +395,26 @@ class TestOneLineMessages(AgentInput):
             rc, _out, err = test_cli.run('topology', '--config-file', path)
         self.assertEqual(2, rc)
         _one_line_escaped(self, err)
+
+    def test_other_sites_that_quote_input(self):
+        hostile = self.HOSTILE
+        messages = [
+            str(self.assertRaises(ValueError, pci_address.normalize,
+                                  hostile)),
+            str(exception.InvalidExtraSpec('hw:gpu_p2p_clique', hostile,
+                                           'auto')),
+            str(self.assertRaises(ValueError, sysfs.parse_cpulist, hostile)),
+            str(self.assertRaises(
+                exception.InvalidFlavorRequest, flavor_commands.validate,
+                flavor_commands.FlavorRequest(gpus=2, alias=hostile))),
+            str(self.assertRaises(
+                exception.InvalidFlavorRequest, flavor_commands.validate,
+                flavor_commands.FlavorRequest(gpus=2, alias='a',
+                                              name=hostile))),
+        ]
+        for message in messages:
+            _one_line_escaped(self, message)
+            self.assertIn(repr(hostile)[:20], message)
 
     def test_the_helper(self):
         self.assertEqual("'a\\nb\\x1b[31m'", errors.quoted('a\nb\x1b[31m'))
