@@ -14,6 +14,9 @@
 
 """The ``[gpu_p2p]`` option group of nova.conf."""
 
+import math
+
+from nova_gpu_p2p_guest import errors
 from oslo_config import cfg
 from oslo_config import types
 
@@ -37,6 +40,26 @@ P2P_LEVELS = (
     ('NODE', 'across PCIe root complexes within one NUMA node'),
     ('SYS', 'across NUMA nodes (the SMP interconnect between sockets)'),
 )
+
+
+#: The largest ``pcihole64`` in GiB: a hole that size, aligned to its
+#: size above 4 GiB, ends at 2 ** 52, the most physical address bits QEMU
+#: gives an x86-64 guest (``guest.pcihole64.MAX_PHYS_BITS``).
+MAX_PCIHOLE64_GIB = 2 ** 21
+#: fmConnect copies the address into a 256-byte string (NUL included);
+#: a Unix socket path must also fit ``sun_path``, 108 bytes with its NUL.
+MAX_FM_ADDRESS_BYTES = 255
+MAX_UNIX_SOCKET_BYTES = 107
+
+
+def is_ascii_decimal(text: str) -> bool:
+    """``0`` to ``9`` only: ``str.isdigit`` and ``int`` take any script's.
+
+    ``int('٦')`` is 6 and ``'²'.isdigit()`` is true; an option that reads
+    as a number in one script and goes on as other bytes (to fmConnect,
+    into XML) is refused instead.
+    """
+    return text.isascii() and text.isdigit()
 
 
 class _ParsedType(types.ConfigType):
@@ -63,13 +86,15 @@ class CliqueAssignment(_ParsedType):
         if isinstance(value, tuple):
             return value
         address, sep, clique = value.strip().rpartition(':')
-        if not sep or not clique.isdigit():
+        if not sep or not is_ascii_decimal(clique):
             raise ValueError(
-                f"'{value}' is not BDF:ID (for example 0000:81:00.0:0)")
+                f"{errors.quoted(value)} is not BDF:ID (for example "
+                f"0000:81:00.0:0)")
         clique_id = int(clique)
         if clique_id > host_cliques.MAX_CLIQUE_ID:
             raise ValueError(
-                f"clique ID {clique_id} in '{value}' is out of range: QEMU "
+                f"clique ID {clique_id} in {errors.quoted(value)} is out of "
+                f"range: QEMU "
                 f"accepts 0 to {host_cliques.MAX_CLIQUE_ID}")
         return pci_address.normalize(address), clique_id
 
@@ -78,7 +103,11 @@ class CliqueAssignment(_ParsedType):
 
 
 class PCIHole64(_ParsedType):
-    """``auto``, ``off`` or a size in GiB (a positive integer)."""
+    """``auto``, ``off`` or a size in GiB, 1 to :data:`MAX_PCIHOLE64_GIB`.
+
+    A larger hole ends beyond any guest's physical address bits, so QEMU
+    would refuse every guest it is given to.
+    """
 
     TYPE_NAME = 'pcihole64 value'
     CHOICES = ('auto', 'off')
@@ -90,14 +119,18 @@ class PCIHole64(_ParsedType):
             text = str(value).strip()
             if text in self.CHOICES:
                 return text
-            if not text.isdigit():
+            # Length first: int() of thousands of digits is slow, and past
+            # 4300 a ValueError of its own.
+            if not is_ascii_decimal(text) or len(text) > 12:
                 raise ValueError(
-                    f"'{value}' is not auto, off or a size in GiB "
-                    f"(a positive integer)")
+                    f"{errors.quoted(value)} is not auto, off or a size in "
+                    f"GiB (a positive integer, at most {MAX_PCIHOLE64_GIB})")
             size = int(text)
-        if size < 1:
+        if not 1 <= size <= MAX_PCIHOLE64_GIB:
             raise ValueError(
-                f"pcihole64 size must be at least 1 GiB, got {size}")
+                f"pcihole64 size must be at least 1 GiB and at most "
+                f"{MAX_PCIHOLE64_GIB} GiB (a hole that ends within QEMU's "
+                f"52 guest physical address bits), got {size}")
         return size
 
 
@@ -113,15 +146,69 @@ class FabricManagerAddress(_ParsedType):
     def __call__(self, value):
         text = str(value).strip()
         if text.startswith('/'):
+            size = len(text.encode('utf-8', 'surrogateescape'))
+            if size > MAX_UNIX_SOCKET_BYTES or not text.isprintable():
+                raise ValueError(
+                    f"Unix socket path {errors.quoted(value)} is not one line "
+                    f"of at most {MAX_UNIX_SOCKET_BYTES} bytes (the "
+                    f"kernel's sun_path), it has {size}")
             return text
         host, sep, port = text.rpartition(':')
-        if (not sep or not host or any(c.isspace() for c in host)
-                or not port.isdigit() or not 1 <= int(port) <= 65535):
+        if (not sep or not host or not host.isascii()
+                or not host.isprintable() or ' ' in host
+                or len(text) > MAX_FM_ADDRESS_BYTES
+                or not is_ascii_decimal(port) or len(port) > 5
+                or not 1 <= int(port) <= 65535):
             raise ValueError(
-                f"'{value}' is neither HOST:PORT with a port from 1 to "
-                f"65535 (for example 127.0.0.1:6666) nor an absolute Unix "
-                f"socket path")
+                f"{errors.quoted(value)} is neither HOST:PORT with an ASCII "
+                f"host name or address and a port from 1 to 65535 (for "
+                f"example 127.0.0.1:6666) nor an absolute Unix socket path")
         return text
+
+
+class Path(_ParsedType):
+    """A file or directory name on one line: no control character.
+
+    A NUL makes every file call raise ValueError; a newline comes from a
+    continuation line in nova.conf, never from a real path.
+    """
+
+    TYPE_NAME = 'path'
+
+    def __call__(self, value):
+        text = str(value)
+        if not text.isprintable():
+            raise ValueError(f"{errors.quoted(value)} is not a path on one "
+                             f"line (it holds a control character)")
+        return text
+
+
+class AsciiInteger(types.Integer):
+    """oslo.config's Integer, in ASCII decimal only (is_ascii_decimal)."""
+
+    def __call__(self, value):
+        if isinstance(value, str) and not is_ascii_decimal(
+                value.strip().removeprefix('-')):
+            raise ValueError(f"{errors.quoted(value)} is not a whole number "
+                             f"in ASCII decimal")
+        return super().__call__(value)
+
+
+class FiniteFloat(types.Float):
+    """oslo.config's Float, finite, in ASCII: ``nan`` and ``inf`` parse.
+
+    A NaN weight multiplier would make every host's weight NaN, and
+    Nova's weighers sort by weight.
+    """
+
+    def __call__(self, value):
+        number = super().__call__(value)
+        if (number is None or (isinstance(value, str)
+                               and not value.isascii())
+                or not math.isfinite(number)):
+            raise ValueError(f"{errors.quoted(value)} is not a finite number "
+                             f"in ASCII")
+        return number
 
 
 OPTS = [
@@ -137,13 +224,15 @@ OPTS = [
              'GPUs are visible to it) and adds NVLink; "fabricmanager" '
              '(NVIDIA HGX boards with NVSwitch) adds NVLink within the '
              'partitions that NVIDIA Fabric Manager supports.'),
-    cfg.StrOpt(
+    cfg.Opt(
         'sysfs_root',
+        type=Path(),
         default='/sys',
         help='Directory that the sysfs backend reads as /sys. Only tests '
              'and offline analysis of a captured host point it elsewhere.'),
-    cfg.StrOpt(
+    cfg.Opt(
         'static_topology_file',
+        type=Path(),
         help='File read by the static topology backend. Required when '
              'topology_backend is "static".'),
     cfg.StrOpt(
@@ -187,8 +276,9 @@ OPTS = [
              'after verifying P2P bandwidth and data inside a guest on '
              'these cards and driver. Also lifts the bar on clique_map '
              'entries for such GPUs.'),
-    cfg.StrOpt(
+    cfg.Opt(
         'pci_ids_file',
+        type=Path(),
         help='The PCI ID database (pci.ids, as lspci reads it) that names '
              'the GPUs, so that consumer GPUs get no clique. Unset: the '
              'first that exists of %s (Debian and Ubuntu: package pci.ids; '
@@ -226,7 +316,10 @@ OPTS = [
              'placed under expander buses: "auto" sizes it from the '
              'devices\' 64-bit BARs, within the guest\'s physical address '
              'bits; "off" leaves QEMU\'s default; an integer is a size in '
-             'GiB.'),
+             'GiB, at most 2097152 (a hole that ends within the 52 '
+             'physical address bits QEMU gives a guest), and at least what '
+             'the devices\' BARs need, or the build is refused (kept to '
+             'Nova\'s layout for hw:gpu_numa_affinity=preferred).'),
     cfg.BoolOpt(
         'guest_topology',
         default=True,
@@ -235,8 +328,9 @@ OPTS = [
              'speeds and widths, link classes; no host addresses) as the '
              'QEMU fw_cfg file opt/org.openstack.nova-gpu-p2p/topology, '
              'for the guest agent nova-gpu-p2p-guest to hand to NCCL.'),
-    cfg.FloatOpt(
+    cfg.Opt(
         'clique_fit_weight_multiplier',
+        type=FiniteFloat(),
         default=10.0,
         help='Read by nova-scheduler. How strongly GPUP2PCliqueFitWeigher '
              'sends a hw:gpu_p2p_clique=required server to the host whose '
@@ -247,10 +341,10 @@ OPTS = [
              'values prefer the loosest fit. The aggregate metadata key '
              'gpu_p2p_clique_fit_weight_multiplier overrides it per '
              'aggregate.'),
-    cfg.IntOpt(
+    cfg.Opt(
         'candidates_per_host',
+        type=AsciiInteger(min=0, max=10000),
         default=2,
-        min=0,
         help='Read by nova-scheduler. How many allocation candidates of '
              'each host GPUP2PCliqueFilter hands on to the filters after '
              'it, for every request with GPUs: one per distinct set of '
@@ -276,16 +370,20 @@ OPTS = [
              'in its configuration) it activates the partition of GPUs '
              'that one guest gets, which is what gives that guest NVLink. '
              'Either HOST:PORT for TCP (Fabric Manager\'s default is '
-             '127.0.0.1:6666) or the absolute path of its Unix socket.'),
-    cfg.StrOpt(
+             '127.0.0.1:6666; ASCII, at most 255 bytes) or the absolute '
+             'path of its Unix socket (at most 107 bytes, the kernel\'s '
+             'limit).'),
+    cfg.Opt(
         'fabric_manager_library',
+        type=Path(),
         default='libnvfm.so.1',
         help='The Fabric Manager client library, installed with NVIDIA\'s '
              'Fabric Manager packages, that the fabricmanager backend '
              'loads: a file name found by the dynamic loader, or an '
              'absolute path.'),
-    cfg.StrOpt(
+    cfg.Opt(
         'module_id_file',
+        type=Path(),
         default='/var/lib/nova/gpu_p2p_module_ids.json',
         help='Where the fabricmanager backend keeps each GPU\'s HGX module '
              'ID (the number by which Fabric Manager names GPUs). NVML '
@@ -322,7 +420,8 @@ def validate(conf: cfg.ConfigOpts) -> None:
     oslo.config parses a value only when it is first read; without this a
     typo would surface at the first GPU boot instead. Raises oslo.config's
     InvalidConfig carrying oslo.config's own message, which names the
-    option, the file and the allowed values.
+    option, the file and the allowed values; a ``$`` reference to no
+    option, or one that leads back to itself, is named the same way.
     """
     group = conf[GROUP.name]
     for opt in OPTS:
@@ -331,6 +430,20 @@ def validate(conf: cfg.ConfigOpts) -> None:
         except ValueError as exc:
             raise exception.InvalidConfig(
                 f'[{GROUP.name}] {opt.dest}: {exc}') from exc
+        except cfg.Error as exc:  # NoSuchOptError: $name of no option
+            raise exception.InvalidConfig(
+                f'[{GROUP.name}] {opt.dest}: a $ reference that cannot be '
+                f'resolved: {exc}') from exc
+        except RecursionError as exc:
+            raise exception.InvalidConfig(
+                f'[{GROUP.name}] {opt.dest}: its $ references lead back to '
+                f'themselves; write the value, or escape a literal $ as '
+                f'$$') from exc
+
+
+def option_default(name: str) -> object:
+    """The default of ``[gpu_p2p] name``, for where its value is unusable."""
+    return next(opt.default for opt in OPTS if opt.dest == name)
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:

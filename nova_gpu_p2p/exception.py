@@ -22,6 +22,8 @@ steer Nova's compute manager: importing nova.exception here would load
 Nova's API stack into every command line run.
 """
 
+from nova_gpu_p2p_guest import errors
+
 
 # Start-up: configuration and the Nova this runs on.
 
@@ -50,7 +52,8 @@ class InvalidExtraSpec(ValueError):
         self.value = value
         self.allowed = allowed
         super().__init__(
-            f"Invalid value '{value}' for flavor extra spec {key}: "
+            f"Invalid value {errors.quoted(value)} for flavor extra spec "
+            f"{key}: "
             f"allowed values are {allowed}.")
 
 

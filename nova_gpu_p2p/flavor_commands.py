@@ -28,7 +28,9 @@ from collections.abc import Iterable
 import dataclasses
 import json
 import shlex
+import unicodedata
 
+from nova_gpu_p2p_guest import errors
 from oslo_utils import units
 
 from nova_gpu_p2p import exception
@@ -175,11 +177,45 @@ def clique_trait(gpus: int) -> str:
                                      if size >= gpus)]
 
 
+#: Nova's API keeps vCPUs, RAM and disk in 32-bit signed integers
+#: (``parameter_types.flavor_param_positive``: at most 0x7FFFFFFF).
+MAX_FLAVOR_INT = 2 ** 31 - 1
+#: Nova's flavor name (``parameter_types.name``): 1 to 255 characters.
+MAX_NAME = 255
+
+
+def _nova_printable(char: str) -> bool:
+    """A character Nova's API takes in a name (``_is_printable``).
+
+    Nova builds its name pattern from the Basic Multilingual Plane only,
+    so a character beyond U+FFFE is refused there too.
+    """
+    category = unicodedata.category(char)
+    return (ord(char) < 0xffff and not category.startswith('C')
+            and (not category.startswith('Z') or category == 'Zs'))
+
+
+def _validate_name(name: str) -> None:
+    """What Nova's API accepts as a flavor name (``valid_name_regex``)."""
+    if not 1 <= len(name) <= MAX_NAME:
+        raise exception.InvalidFlavorRequest(
+            '--name %s: Nova takes names of 1 to %d characters, this has '
+            '%d' % (errors.quoted(name), MAX_NAME, len(name)))
+    if not all(map(_nova_printable, name)):
+        raise exception.InvalidFlavorRequest(
+            '--name %s: give a name of printable characters'
+            % errors.quoted(name))
+    if name[0].isspace() or name[-1].isspace():
+        raise exception.InvalidFlavorRequest(
+            '--name %s: Nova refuses a name that starts or ends with a '
+            'space' % errors.quoted(name))
+
+
 def _validate_alias(flag: str, name: str) -> None:
     if not name or ':' in name or ',' in name:
         raise exception.InvalidFlavorRequest(
-            '%s %r: give the name of a [pci] alias from nova.conf, '
-            'without ":" or ","' % (flag, name))
+            '%s %s: give the name of a [pci] alias from nova.conf, '
+            'without ":" or ","' % (flag, errors.quoted(name)))
 
 
 def _validate_board(request: FlavorRequest) -> None:
@@ -187,8 +223,8 @@ def _validate_board(request: FlavorRequest) -> None:
     if not request.whole_board:
         if request.nvswitch_alias is not None:
             raise exception.InvalidFlavorRequest(
-                '--nvswitch-alias %r: only with --whole-board'
-                % request.nvswitch_alias)
+                '--nvswitch-alias %s: only with --whole-board'
+                % errors.quoted(request.nvswitch_alias))
         return
     if request.gpus != BOARD_GPUS:
         raise exception.InvalidFlavorRequest(
@@ -198,8 +234,8 @@ def _validate_board(request: FlavorRequest) -> None:
     _validate_alias('--nvswitch-alias', request.switch_alias)
     if request.switch_alias == request.alias:
         raise exception.InvalidFlavorRequest(
-            '--nvswitch-alias %r: the GPUs\' alias; the NVSwitches need '
-            'one of their own' % request.switch_alias)
+            '--nvswitch-alias %s: the GPUs\' alias; the NVSwitches need '
+            'one of their own' % errors.quoted(request.switch_alias))
 
 
 def validate(request: FlavorRequest) -> None:
@@ -209,15 +245,20 @@ def validate(request: FlavorRequest) -> None:
             'most %d)' % (request.gpus, MAX_GPUS, MAX_GPUS))
     _validate_alias('--alias', request.alias)
     _validate_board(request)
-    if request.name is not None and (
-            not request.name or not request.name.isprintable()):
-        raise exception.InvalidFlavorRequest(
-            '--name %r: give a name of printable characters' % request.name)
-    for flag, value in (('--vcpus', request.vcpu_count),
-                        ('--ram', request.ram), ('--disk', request.disk_gb)):
-        if value < 1:
-            raise exception.InvalidFlavorRequest('%s %d: must be at least 1'
-                                                 % (flag, value))
+    if request.name is not None:
+        _validate_name(request.name)
+    # Nova's API: vCPUs and RAM at least 1, disk at least 0 (a server
+    # that boots from a volume has no root disk on the host).
+    for flag, value, low in (('--vcpus', request.vcpu_count, 1),
+                             ('--ram', request.ram, 1),
+                             ('--disk', request.disk_gb, 0)):
+        if value < low:
+            raise exception.InvalidFlavorRequest('%s %d: must be at least %d'
+                                                 % (flag, value, low))
+        if value > MAX_FLAVOR_INT:
+            raise exception.InvalidFlavorRequest(
+                '%s %d: must be at most %d, Nova\'s limit'
+                % (flag, value, MAX_FLAVOR_INT))
     bits = maxphysaddr_bits(request)
     if bits is not None and bits > pcihole64.MAX_PHYS_BITS:
         raise exception.InvalidFlavorRequest(

@@ -30,6 +30,8 @@ agent keeps its own check (it runs in guests, standard library only).
 
 import re
 
+from nova_gpu_p2p_guest import errors
+
 _ADDRESS = re.compile(
     r'^(?:(?P<domain>[0-9a-fA-F]{1,4}):)?(?P<bus>[0-9a-fA-F]{1,2}):'
     r'(?P<slot>[0-9a-fA-F]{1,2})\.(?P<function>[0-7])$')
@@ -47,8 +49,8 @@ def normalize(text: str) -> str:
     match = _ADDRESS.match(text.strip())
     if match is None or int(match.group('slot'), 16) > 0x1f:
         raise ValueError(
-            f"'{text}' is not a PCI address; expected dddd:bb:ss.f or "
-            f"bb:ss.f in hex, e.g. 0000:81:00.0")
+            f"{errors.quoted(text)} is not a PCI address; expected "
+            f"dddd:bb:ss.f or bb:ss.f in hex, e.g. 0000:81:00.0")
     return '%04x:%02x:%02x.%s' % (
         int(match.group('domain') or '0', 16),
         int(match.group('bus'), 16),

@@ -55,14 +55,18 @@ def p2p_traits(topology: model.HostTopology,
                cliques: cliques_mod.Cliques) -> set[str]:
     """CUSTOM_GPU_P2P* traits: clique sizes reached, NVLink seen.
 
-    GPUs barred from cliques (consumer GPUs) count for none of them.
+    GPUs barred from cliques (consumer GPUs) count for none of them; an
+    NVLink pair counts only when it is two NVIDIA GPUs, not a bridge, an
+    NVSwitch or a GPU paired with itself (a hand-edited capture).
     """
     largest = cliques.largest()
     traits = {GPU_P2P_CLIQUE[size] for size in CLIQUE_SIZES
               if largest >= size}
     if largest >= 2:
         traits.add(GPU_P2P)
-    if any(pair.isdisjoint(cliques.barred)
+    gpus = frozenset(gpu.address for gpu in topology.gpus())
+    if any(len(pair) == 2 and pair <= gpus
+           and pair.isdisjoint(cliques.barred)
            for pair in topology.nvlink_pairs):
         traits.add(GPU_P2P_NVLINK)
     return traits

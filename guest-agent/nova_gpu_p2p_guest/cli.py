@@ -193,14 +193,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stdout.flush()
         return status
     except errors.Problem as exc:
-        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        print('%s: %s' % (PROG, errors.one_line(str(exc))), file=sys.stderr)
     except KeyboardInterrupt:
         print('%s: interrupted' % PROG, file=sys.stderr)
         return 130
     except OSError as exc:
-        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        print('%s: %s' % (PROG, errors.one_line(str(exc))), file=sys.stderr)
         _drop_stdout()
     except Exception as exc:  # never a traceback in a boot-time unit
         print('%s: unexpected error: %s: %s'
-              % (PROG, type(exc).__name__, exc), file=sys.stderr)
+              % (PROG, type(exc).__name__, errors.one_line(str(exc))),
+              file=sys.stderr)
     return 2

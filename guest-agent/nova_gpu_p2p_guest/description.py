@@ -102,7 +102,7 @@ def check_description(description) -> dict:
     _require(isinstance(switches, dict), 'top level',
              '"switches" must be an object')
     for name, link in switches.items():
-        _check_link(link, 'switch %s' % name)
+        _check_link(link, 'switch %s' % errors.quoted(name))
     devices = description.get('devices')
     _require(isinstance(devices, list) and devices, 'top level',
              '"devices" must be a list of at least one device')
@@ -121,7 +121,7 @@ def check_description(description) -> dict:
                  and _is_int(pair[0], 0, len(devices) - 1)
                  and _is_int(pair[1], 0, len(devices) - 1)
                  and pair[0] != pair[1] and pair[2] in HOST_CLASSES,
-                 'pair %s' % json.dumps(pair),
+                 'pair %s' % errors.quoted(pair),
                  'must be [i, j, class] with two device indexes and one of '
                  + ', '.join(HOST_CLASSES))
     return description
@@ -138,4 +138,7 @@ def parse_entry(data: bytes) -> dict:
         description = json.loads(decoded.decode('utf-8'))
     except (UnicodeDecodeError, ValueError):
         raise errors.Problem('bad topology description: not JSON')
+    except RecursionError:
+        raise errors.Problem('bad topology description: JSON nested deeper '
+                             'than Python reads')
     return check_description(description)

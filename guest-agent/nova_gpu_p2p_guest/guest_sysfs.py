@@ -109,6 +109,16 @@ def find_device(sysfs_root: str, index: int, device: dict) -> Found:
     return Found(index, device, address, ids)
 
 
+#: A CPUID family or model as Linux writes it: ASCII decimal, and small
+#: (family 0xf + 0xff, model 0xff at most), so no digit in another script
+#: and no number past Python's digit limit reaches NCCL.
+_CPUID_NUMBER = re.compile(r'[0-9]{1,4}\Z')
+
+
+def _cpuid_number(text: str) -> Optional[int]:
+    return int(text) if _CPUID_NUMBER.match(text) else None
+
+
 def cpu_type(proc_root: str) -> List[Tuple[str, str]]:
     """``arch``, ``vendor``, ``familyid``, ``modelid`` as NCCL writes them.
 
@@ -127,10 +137,9 @@ def cpu_type(proc_root: str) -> List[Tuple[str, str]]:
     if vendor is not None:
         if vendor == 'Shanghai':
             vendor = '  Shanghai  '
-        try:
-            family = int(fields.get('cpu family', ''))
-            model = int(fields.get('model', ''))
-        except ValueError:
+        family = _cpuid_number(fields.get('cpu family', ''))
+        model = _cpuid_number(fields.get('model', ''))
+        if family is None or model is None:
             return [('arch', 'x86_64')]
         if family >= 0xf:
             family = 0xf + ((family - 0xf) << 4)

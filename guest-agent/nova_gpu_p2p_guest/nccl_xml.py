@@ -40,8 +40,8 @@ SYNTHETIC_DOMAIN = 0xffff
 def _element(name: str, attrs: Sequence[Tuple[str, str]]) -> str:
     for key, value in attrs:
         if len(value) > nccl.MAX_VALUE or not nccl.SAFE_VALUE.match(value):
-            raise errors.Problem('cannot write %s="%s" for NCCL'
-                                 % (key, value))
+            raise errors.Problem('cannot write %s=%s for NCCL'
+                                 % (key, errors.quoted(value)))
     return '<%s%s' % (name, ''.join(' %s="%s"' % kv for kv in attrs))
 
 

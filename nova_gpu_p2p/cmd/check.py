@@ -19,6 +19,8 @@
 import argparse
 import os
 
+from nova_gpu_p2p_guest import errors
+
 from nova_gpu_p2p.checks import environment
 from nova_gpu_p2p.checks import fabric
 from nova_gpu_p2p.checks import host
@@ -37,8 +39,8 @@ from nova_gpu_p2p.topology import sysfs
 def _version_arg(text: str) -> versions.Version:
     version = versions.parse_version(text)
     if version is None or not text.strip()[:1].isdigit():
-        raise argparse.ArgumentTypeError('%r is not a version such as '
-                                         '11.3.0' % text)
+        raise argparse.ArgumentTypeError('%s is not a version such as '
+                                         '11.3.0' % errors.quoted(text))
     return version
 
 

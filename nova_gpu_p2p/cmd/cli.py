@@ -27,6 +27,8 @@ import io
 import os
 import sys
 
+from nova_gpu_p2p_guest import errors
+
 from nova_gpu_p2p.cmd import capture
 from nova_gpu_p2p.cmd import check
 from nova_gpu_p2p.cmd import flavor
@@ -90,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         return status
     except (exception.UsageError, exception.TopologyError,
             exception.InvalidConfig, exception.InvalidFlavorRequest) as exc:
-        print('%s: %s' % (sources.PROG, exc), file=sys.stderr)
+        print('%s: %s' % (sources.PROG, errors.one_line(str(exc))),
+              file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader (head, less) is gone; nothing is left to say.
@@ -102,12 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         # Standard output on a full disk, or any read the command did
         # not expect to fail.
-        print('%s: %s' % (sources.PROG, exc), file=sys.stderr)
+        print('%s: %s' % (sources.PROG, errors.one_line(str(exc))),
+              file=sys.stderr)
         _drop_stdout()
         return 2
     except Exception as exc:  # bad input no check foresaw: not a traceback
         print('%s: unexpected error: %s: %s'
-              % (sources.PROG, type(exc).__name__, exc), file=sys.stderr)
+              % (sources.PROG, type(exc).__name__,
+                 errors.one_line(str(exc))), file=sys.stderr)
         return 2
 
 

@@ -17,6 +17,8 @@
 import argparse
 import sys
 
+from nova_gpu_p2p_guest import errors
+
 from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import flavor_commands
@@ -63,8 +65,8 @@ def _positive(text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError('%r is not a whole number of 1 or '
-                                         'more' % text)
+        raise argparse.ArgumentTypeError('%s is not a whole number of 1 or '
+                                         'more' % errors.quoted(text))
     return value
 
 

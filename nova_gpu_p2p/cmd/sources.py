@@ -21,6 +21,7 @@ nova.conf is found as nova-manage finds it; a bad input is a
 import argparse
 import os
 
+from nova_gpu_p2p_guest import errors
 from oslo_config import cfg
 
 from nova_gpu_p2p import conf
@@ -75,7 +76,7 @@ def _parse_config(opts: cfg.ConfigOpts, files: list[str] | None,
         raise exception.UsageError('cannot read the configuration: %s' % exc)
 
 
-def _bad_value(opt: cfg.Opt, files: list[str] | None,
+def _bad_value(opt: cfg.Opt, error: ValueError, files: list[str] | None,
                dirs: list[str] | None) -> str:
     """Where a ``[gpu_p2p]`` value is set, the value, what is allowed.
 
@@ -85,8 +86,16 @@ def _bad_value(opt: cfg.Opt, files: list[str] | None,
     raw = cfg.ConfigOpts()
     raw.register_opt(cfg.StrOpt(opt.dest), group=conf.GROUP.name)
     _parse_config(raw, files, dirs)
-    value = raw[conf.GROUP.name][opt.dest]
-    where = raw.get_location(opt.dest, conf.GROUP.name).detail
+    try:
+        value = raw[conf.GROUP.name][opt.dest]
+        where = raw.get_location(opt.dest, conf.GROUP.name).detail
+    except (cfg.Error, RecursionError):
+        # A $ reference to another option, which the lone option cannot
+        # follow: the reason for the value it resolved to, after
+        # oslo.config's "Value for option ... from LocationInfo(...)".
+        return '%s: [%s] %s: %s' % (
+            ', '.join(files or dirs or ()), conf.GROUP.name, opt.dest,
+            str(error).rpartition(' is not valid: ')[2])
     item_type = getattr(opt.type, 'item_type', opt.type)
     choices = getattr(item_type, 'choices', None)
     reason = 'not valid'
@@ -99,8 +108,8 @@ def _bad_value(opt: cfg.Opt, files: list[str] | None,
             opt.type(value)
         except ValueError as exc:
             reason = str(exc)
-    return '%s: [%s] %s = %r: %s' % (where, conf.GROUP.name, opt.dest,
-                                     value, reason)
+    return '%s: [%s] %s = %s: %s' % (where, conf.GROUP.name, opt.dest,
+                                     errors.quoted(value), reason)
 
 
 def load_conf(args: argparse.Namespace,
@@ -125,8 +134,10 @@ def load_conf(args: argparse.Namespace,
     for opt in conf.OPTS:
         try:
             getattr(group, opt.dest)
-        except ValueError:
-            raise exception.UsageError(_bad_value(opt, files, dirs))
+        except ValueError as exc:
+            raise exception.UsageError(_bad_value(opt, exc, files, dirs))
+        except (cfg.Error, RecursionError):
+            conf.validate(opts)  # names the option and the $ reference
     if getattr(args, 'sysfs_root', None):
         opts.set_override('sysfs_root', args.sysfs_root, group='gpu_p2p')
         opts.set_override('topology_backend', backends.TREE_ONLY,

@@ -98,10 +98,28 @@ def plan(setting: str | int, bars: tuple[int, ...], memory: int,
         size = need
     else:
         size = int(setting) * units.Gi
-    if phys_bits is not None and hole_end(size, memory) > 1 << phys_bits:
+        if size < need:
+            return Hole64(size=size, needed=need, problem=(
+                '[gpu_p2p] pcihole64 = %d GiB is smaller than the %d GiB '
+                'the devices\' 64-bit BARs need: the guest firmware would '
+                'leave GPUs without their BARs; set pcihole64 = auto (or '
+                'at least %d)' % (size // units.Gi, _gib(need), _gib(need))))
+    bits = min_phys_bits(size, memory)
+    if bits > MAX_PHYS_BITS:
+        return Hole64(size=size, needed=need, problem=(
+            'a %d GiB PCI hole above %d MiB of guest RAM ends beyond the %d '
+            'physical address bits QEMU can give a guest: give the flavor '
+            'less RAM or fewer GPUs%s' % (
+                size // units.Gi, memory // units.Mi, MAX_PHYS_BITS,
+                '' if setting == 'auto'
+                else ', or set [gpu_p2p] pcihole64 lower')))
+    if phys_bits is not None and bits > phys_bits:
         return Hole64(size=size, needed=need, problem=(
             'set hw:maxphysaddr_mode=emulate, hw:maxphysaddr_bits=%d: the '
             'BARs need a %d GiB PCI hole, beyond the guest\'s %d physical '
-            'address bits' % (
-                min_phys_bits(size, memory), size // units.Gi, phys_bits)))
+            'address bits' % (bits, size // units.Gi, phys_bits)))
     return Hole64(size=size, needed=need)
+
+
+def _gib(size: int) -> int:
+    return -(-size // units.Gi)

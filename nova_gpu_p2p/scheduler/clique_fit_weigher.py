@@ -25,9 +25,12 @@ the weigher changes nothing for them. The multiplier is
 the ``gpu_p2p_clique_fit_weight_multiplier`` metadata key.
 """
 
+import math
+
 from nova import conf as nova_conf
 from nova.scheduler import utils
 from nova.scheduler import weights
+from nova_gpu_p2p_guest import errors
 from oslo_log import log as logging
 
 from nova_gpu_p2p import conf
@@ -46,9 +49,27 @@ class GPUP2PCliqueFitWeigher(weights.BaseHostWeigher):
         host_view.check_nova()
 
     def weight_multiplier(self, host_state) -> float:
-        return utils.get_weight_multiplier(
-            host_state, 'gpu_p2p_clique_fit_weight_multiplier',
-            CONF.gpu_p2p.clique_fit_weight_multiplier)
+        """The option, or the aggregate's; the default where not a number.
+
+        A bad option (a ``$`` reference to nothing) or an aggregate's
+        ``nan`` must not fail or unsort every request's weighing.
+        """
+        default = conf.option_default('clique_fit_weight_multiplier')
+        try:
+            value = utils.get_weight_multiplier(
+                host_state, 'gpu_p2p_clique_fit_weight_multiplier',
+                CONF.gpu_p2p.clique_fit_weight_multiplier)
+        except Exception as exc:  # a bad option, read at each request
+            LOG.error('GPU P2P: [gpu_p2p] clique_fit_weight_multiplier '
+                      'cannot be read (%s); using %s',
+                      errors.one_line(str(exc)), default)
+            return default
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            LOG.warning('GPU P2P: clique fit weight multiplier %s of host '
+                        '%s is not a finite number; using %s', value,
+                        host_state, default)
+            return default
+        return value
 
     def _weigh_object(self, host_state, weight_properties) -> float | None:
         """Minus the leftover; None where nothing fits or nothing counts."""

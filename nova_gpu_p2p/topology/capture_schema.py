@@ -25,6 +25,7 @@ after it.
 """
 
 import jsonschema
+from nova_gpu_p2p_guest import errors
 
 from nova_gpu_p2p.topology import model
 
@@ -151,8 +152,8 @@ def _message(error: jsonschema.ValidationError) -> str:
     schema = error.schema
     if error.validator == 'additionalProperties':
         unknown = sorted(set(error.instance) - set(schema['properties']))
-        return '%s has the unknown key %r; allowed keys are %s' % (
-            where, unknown[0], ', '.join(schema['properties']))
+        return '%s has the unknown key %s; allowed keys are %s' % (
+            where, errors.quoted(unknown[0]), ', '.join(schema['properties']))
     if error.validator == 'required':
         missing = [key for key in schema['required']
                    if key not in error.instance]
@@ -161,12 +162,24 @@ def _message(error: jsonschema.ValidationError) -> str:
             ['description'])
     return '%s must be %s, got %s' % (
         where, schema.get('description', error.message),
-        _shown(error.instance))
+        errors.quoted(error.instance, 40))
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + '...'
+def _check_nvlink_pairs(data: dict) -> None:
+    """NVLink joins two NVIDIA GPUs: not a GPU to itself, not bridges."""
+    gpus = {record['address'] for record in data['functions']
+            if record['vendor'] == model.NVIDIA_VENDOR_ID
+            and record['class_code'] >> 16 == model.DISPLAY_BASE_CLASS}
+    for index, pair in enumerate(data['nvlink_pairs']):
+        if pair[0] == pair[1]:
+            raise ValueError('nvlink_pairs[%d] pairs %s with itself; NVLink '
+                             'joins two GPUs' % (index, pair[0]))
+        for address in pair:
+            if address not in gpus:
+                raise ValueError(
+                    'nvlink_pairs[%d] names %s, which is not an NVIDIA GPU '
+                    '(vendor 0x10de, display class); NVLink joins two GPUs'
+                    % (index, address))
 
 
 def _check_references(data: dict) -> None:
@@ -190,6 +203,7 @@ def _check_references(data: dict) -> None:
             if address not in listed:
                 raise ValueError('%s names %s, which functions does not '
                                  'list' % (where, address))
+    _check_nvlink_pairs(data)
     nodes = data['numa_nodes']
     if len({node['id'] for node in nodes}) != len(nodes):
         raise ValueError('numa_nodes lists a node id twice')

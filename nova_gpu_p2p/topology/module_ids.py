@@ -30,6 +30,7 @@ import os
 import tempfile
 import types
 
+from nova_gpu_p2p_guest import errors
 from nova_gpu_p2p_guest import input_file
 from oslo_log import log as logging
 
@@ -151,10 +152,10 @@ def load_partitions(path: str) -> dict[int, frozenset[int]]:
                 or not modules or not all(map(_is_module_id, modules))
                 or len(set(modules)) != len(modules)):
             raise exception.BadModuleIdFile(
-                '%s: partition entry "%s": %s is not "<0 to %d>": '
+                '%s: partition entry %s: %s is not "<0 to %d>": '
                 '[<distinct module IDs 1 to %d>, ...]; the kept partition '
                 'table is not used until Fabric Manager\'s next answer '
-                'replaces it' % (path, key, json.dumps(modules),
+                'replaces it' % (path, errors.quoted(key), json.dumps(modules),
                                  nvfm.FM_MAX_FABRIC_PARTITIONS - 1,
                                  MAX_MODULE_ID))
         table[_PARTITION_KEYS[key]] = frozenset(modules)

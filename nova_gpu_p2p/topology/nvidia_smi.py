@@ -25,12 +25,15 @@ reads as not capable.
 import itertools
 import re
 
+from nova_gpu_p2p_guest import errors
+
 from nova_gpu_p2p import exception
 
 P2P_OK = 'OK'
 SELF = 'X'
 
-_LABEL = re.compile(r'GPU(0|[1-9][0-9]*)')
+#: nvidia-smi's labels; at most 9 digits, which int() reads at once.
+_LABEL = re.compile(r'GPU(0|[1-9][0-9]{0,8})')
 
 
 def parse_p2p(text: str, count: int,
@@ -52,7 +55,8 @@ def parse_p2p(text: str, count: int,
     if len(set(columns)) != len(columns) or len(columns) != count:
         raise exception.NvidiaSmiMatrixError(
             header_line, 'the header must name each of the %d GPUs once '
-            '(GPU0 to GPU%d), got %s' % (count, count - 1, ' '.join(header)))
+            '(GPU0 to GPU%d), got %s'
+            % (count, count - 1, errors.one_line(' '.join(header))))
     cells: dict[tuple[int, int], str] = {}
     row_lines: dict[int, int] = {}
     for line, tokens in body:
@@ -104,16 +108,16 @@ def _label(token: str, line: int, count: int) -> int:
     match = _LABEL.fullmatch(token)
     if match is None or int(match.group(1)) >= count:
         raise exception.NvidiaSmiMatrixError(
-            line, "unknown GPU label '%s'; the matrix is of %d GPUs, GPU0 "
-            "to GPU%d" % (token, count, count - 1))
+            line, "unknown GPU label %s; the matrix is of %d GPUs, GPU0 "
+            "to GPU%d" % (errors.quoted(token), count, count - 1))
     return int(match.group(1))
 
 
 def _cell(value: str, row: int, column: int, line: int) -> str:
     if row == column and value != SELF:
         raise exception.NvidiaSmiMatrixError(
-            line, "GPU%d to itself must be '%s', got '%s'"
-            % (row, SELF, value))
+            line, "GPU%d to itself must be '%s', got %s"
+            % (row, SELF, errors.quoted(value)))
     if row != column and value == SELF:
         raise exception.NvidiaSmiMatrixError(
             line, "GPU%d to GPU%d is '%s', which only the diagonal may be; "

@@ -29,6 +29,7 @@ that each error names its line.
 import dataclasses
 
 import jsonschema
+from nova_gpu_p2p_guest import errors
 import yaml
 
 from nova_gpu_p2p import exception
@@ -175,10 +176,10 @@ def read(text: str) -> Document:
     nodes: dict[Path, yaml.Node] = {}
     key_nodes: dict[Path, yaml.Node] = {}
     document = Document(_plain(root, (), nodes, key_nodes), nodes, key_nodes)
-    errors = [_message(error, document)
-              for error in _VALIDATOR.iter_errors(document.data)]
-    if errors:
-        raise min(errors, key=lambda error: error.line)
+    problems = [_message(error, document)
+                for error in _VALIDATOR.iter_errors(document.data)]
+    if problems:
+        raise min(problems, key=lambda problem: problem.line)
     return document
 
 
@@ -186,22 +187,39 @@ def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
 
 
+#: How deep a topology file's collections may nest; it needs four (the
+#: top level, gpus, a GPU, a list in it). PyYAML composes recursively, so
+#: thousands of levels would end in Python's RecursionError.
+MAX_DEPTH = 16
+
+
 class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that refuses YAML aliases.
+    """SafeLoader that refuses YAML aliases and deep nesting.
 
     A few hundred bytes of aliases to aliases expand to gigabytes (the
     "billion laughs"), inside nova-compute; a topology file needs none.
     """
 
+    depth = 0
+
     def compose_node(self, parent: yaml.Node | None,
                      index: object) -> yaml.Node:
+        event = self.peek_event()
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
             raise exception.StaticLineError(
                 event.start_mark.line + 1,
                 'YAML alias *%s: aliases are not accepted, write the value '
                 'out' % event.anchor)
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_DEPTH:
+            raise exception.StaticLineError(
+                event.start_mark.line + 1,
+                'lists and mappings nested more than %d deep; a topology '
+                'file needs 4' % MAX_DEPTH)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _compose(text: str) -> yaml.Node | None:
@@ -235,9 +253,9 @@ def _plain(node: yaml.Node, path: Path, nodes: dict[Path, yaml.Node],
                 '%s' % (name(path), _KINDS[type(key)]))
         if key.value in mapping:
             raise exception.StaticLineError(
-                _line(key), "key '%s' appears twice in %s "
+                _line(key), "key %s appears twice in %s "
                 "(first on line %d)"
-                % (key.value, name(path),
+                % (errors.quoted(key.value), name(path),
                    _line(key_nodes[path + (key.value,)])))
         key_nodes[path + (key.value,)] = key
         mapping[key.value] = _plain(value, path + (key.value,), nodes,
@@ -247,7 +265,7 @@ def _plain(node: yaml.Node, path: Path, nodes: dict[Path, yaml.Node],
 
 def _shown(value: dict | list | str) -> str:
     if isinstance(value, str):
-        return "'%s'" % value
+        return errors.quoted(value)
     return 'a list' if isinstance(value, list) else 'a mapping'
 
 
@@ -263,8 +281,8 @@ def _message(error: jsonschema.ValidationError,
                         if key not in schema['properties'])
         return exception.StaticLineError(
             line,
-            "unknown key '%s' in %s; allowed keys are %s"
-            % (key, what, ', '.join(schema['properties'])))
+            "unknown key %s in %s; allowed keys are %s"
+            % (errors.quoted(key), what, ', '.join(schema['properties'])))
     if error.validator == 'required':
         key = next(key for key in schema['required']
                    if key not in error.instance)

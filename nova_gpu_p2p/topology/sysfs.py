@@ -28,6 +28,7 @@ import errno
 import os
 import re
 
+from nova_gpu_p2p_guest import errors
 from nova_gpu_p2p_guest import input_file
 from oslo_log import log as logging
 
@@ -66,8 +67,35 @@ def _read(path: str) -> str:
     return input_file.read_text(path, input_file.MAX_ATTRIBUTE).strip()
 
 
-def _hex(path: str) -> int:
-    return int(_read(path), 16)
+#: What the kernel writes, and a capture holds: NUMA node IDs (the
+#: kernel's NODES_SHIFT allows 1024 nodes), IOMMU group numbers, ACPI
+#: SLIT distances (one byte each).
+MAX_NUMA_NODE = 4095
+MAX_IOMMU_GROUP = 2 ** 31 - 1
+MAX_DISTANCE = 255
+
+
+def _bounded_text(text: str, high: int, low: int, where: str) -> int:
+    """ASCII decimal, ``low`` to ``high``; ValueError naming ``where``."""
+    digits = text[1:] if text.startswith('-') else text
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 10
+            and low <= int(text) <= high):
+        raise ValueError('%s: %s is not a number from %d to %d'
+                         % (where, errors.quoted(text), low, high))
+    return int(text)
+
+
+def _bounded(path: str, high: int, low: int) -> int:
+    return _bounded_text(_read(path), high, low, path)
+
+
+def _hex(path: str, bits: int) -> int:
+    """A hex attribute (vendor, device, class) of at most ``bits`` bits."""
+    value = int(_read(path), 16)
+    if not 0 <= value < 1 << bits:
+        raise ValueError('%s holds %#x, not a %d-bit value'
+                         % (path, value, bits))
+    return value
 
 
 def parse_cpulist(text: str) -> frozenset[int]:
@@ -92,8 +120,9 @@ def parse_cpulist(text: str) -> frozenset[int]:
             first = int(match.group(1))
             last = int(match.group(2) or first)
         if match is None or not first <= last < MAX_CPUS:
-            raise ValueError("'%s' is not a CPU or a range of CPUs (N or "
-                             "N-M, N <= M < %d)" % (part.strip(), MAX_CPUS))
+            raise ValueError("%s is not a CPU or a range of CPUs (N or "
+                             "N-M, N <= M < %d)"
+                             % (errors.quoted(part.strip()), MAX_CPUS))
         cpus.update(range(first, last + 1))
     return frozenset(cpus)
 
@@ -109,11 +138,18 @@ def parse_bars64(text: str) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+#: PCIe links are at most 32 lanes wide; the kernel writes the 6-bit
+#: field as read, so a device that does not answer (config space all
+#: ones) shows 63.
+MAX_LINK_WIDTH = 32
+
+
 def _link(path: str) -> dict[str, str | int | None]:
     """The PCIe link above a function; None where sysfs has no answer.
 
     Functions without a PCIe capability have no such files; the kernel
-    writes ``Unknown`` speed and width 0 where the link is down or odd.
+    writes ``Unknown`` speed and width 0 where the link is down or odd,
+    and 63 lanes where the device does not answer.
     """
     try:
         speed = _read(os.path.join(path, 'max_link_speed'))
@@ -121,7 +157,7 @@ def _link(path: str) -> dict[str, str | int | None]:
     except (OSError, ValueError):
         return {'link_speed': None, 'link_width': None}
     return {'link_speed': speed if 'GT/s' in speed else None,
-            'link_width': width or None}
+            'link_width': width if 0 < width <= MAX_LINK_WIDTH else None}
 
 
 def _link_name(path: str) -> str | None:
@@ -241,7 +277,7 @@ class SysfsBackend(backends.TopologyBackend):
         # runs for every function of the host on each periodic update.
         link = os.path.join(devices, address)
         path = os.path.normpath(os.path.join(devices, os.readlink(link)))
-        return path, _hex(os.path.join(path, 'class'))
+        return path, _hex(os.path.join(path, 'class'), 24)
 
     def _read_configs(self, bridges: dict[str, str]) -> Configs:
         """Config space of the bridges (address: directory) at once.
@@ -279,21 +315,24 @@ class SysfsBackend(backends.TopologyBackend):
             raise ValueError('%s is not under a devices/pciDDDD:BB '
                              'directory' % path)
         parent = parts[-2] if pci_address.is_sysfs(parts[-2]) else None
-        numa_node = int(_read(os.path.join(path, 'numa_node')))
-        iommu_group = _link_name(os.path.join(path, 'iommu_group'))
+        numa_node = _bounded(os.path.join(path, 'numa_node'),
+                             MAX_NUMA_NODE, -1)
+        group = _link_name(os.path.join(path, 'iommu_group'))
+        iommu_group = (None if group is None
+                       else _bounded_text(group, MAX_IOMMU_GROUP, 0, path))
         facts = (self._config_facts(path, address, configs)
                  if class_code >> 8 == model.BRIDGE_CLASS
                  else pci_config.ConfigFacts(port_type=None, acs=None))
         return model.PCIFunction(
             address=address,
-            vendor=_hex(os.path.join(path, 'vendor')),
-            device=_hex(os.path.join(path, 'device')),
+            vendor=_hex(os.path.join(path, 'vendor'), 16),
+            device=_hex(os.path.join(path, 'device'), 16),
             class_code=class_code,
             parent=parent,
             root_complex=root_complex,
             numa_node=numa_node if numa_node >= 0 else None,
             driver=_link_name(os.path.join(path, 'driver')),
-            iommu_group=int(iommu_group) if iommu_group else None,
+            iommu_group=iommu_group,
             bars64=parse_bars64(_read(os.path.join(path, 'resource'))),
             port_type=facts.port_type or model.PortType.ENDPOINT,
             acs=facts.acs,
@@ -325,19 +364,33 @@ class SysfsBackend(backends.TopologyBackend):
             findings.append('no NUMA information in %s: one node assumed'
                             % base)
             return ()
-        nodes = []
-        for name in sorted(names, key=lambda n: int(n[4:])):
+        names.sort(key=lambda n: int(n[4:]))
+        read: dict[int, model.NumaNode] = {}
+        for position, name in enumerate(names):
             node_dir = os.path.join(base, name)
             try:
-                nodes.append(model.NumaNode(
+                node = model.NumaNode(
                     id=int(name[4:]),
                     cpus=parse_cpulist(
                         _read(os.path.join(node_dir, 'cpulist'))),
-                    distances=tuple(int(d) for d in _read(
-                        os.path.join(node_dir, 'distance')).split())))
+                    distances=tuple(
+                        _bounded_text(d, MAX_DISTANCE, 0, node_dir)
+                        for d in _read(
+                            os.path.join(node_dir, 'distance')).split()))
             except (OSError, ValueError) as exc:
                 findings.append('NUMA %s skipped: %s' % (name, exc))
-        return tuple(nodes)
+                continue
+            if len(node.distances) != len(names):
+                findings.append(
+                    'NUMA %s skipped: %d distances for %d nodes'
+                    % (name, len(node.distances), len(names)))
+                continue
+            read[position] = node
+        # Each distance list is by node position: keep the kept nodes'.
+        return tuple(
+            dataclasses.replace(node, distances=tuple(
+                node.distances[kept] for kept in read))
+            for node in read.values())
 
 
 def _infer_port_types(functions: dict[str, model.PCIFunction]

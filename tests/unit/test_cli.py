@@ -395,7 +395,7 @@ class TestConfig(CLITestCase):
                  "(for example 0000:81:00.0:0)"),
                 ('pcihole64 = big',
                  "[gpu_p2p] pcihole64 = 'big': 'big' is not auto, off or a "
-                 "size in GiB (a positive integer)"),
+                 "size in GiB (a positive integer, at most 2097152)"),
                 ('guest_numa_distances = maybe',
                  "[gpu_p2p] guest_numa_distances = 'maybe': ")):
             path = self.write('nova.conf', '[gpu_p2p]\n%s\n' % text)

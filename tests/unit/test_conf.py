@@ -14,10 +14,12 @@
 
 import fixtures
 from oslo_config import cfg
+from oslo_utils import units
 import testtools
 
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import exception
+from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.topology import backends
 
 
@@ -218,3 +220,75 @@ class TestSampleFormatting(testtools.TestCase):
         kind = conf.PCIHole64()
         for value in ('auto', 'off', 64):
             self.assertEqual(value, kind(kind._formatter(value)))
+
+
+class TestWhatConsumersAccept(ConfTestCase):
+    """Issue 35, item 6: refused at start, not at first use."""
+
+    def assertRefused(self, body, option, *fragments):
+        opts = self.load(body)
+        message = str(self.assertRaises(exception.InvalidConfig,
+                                        conf.validate, opts))
+        self.assertIn('[gpu_p2p] %s' % option, message)
+        self.assertEqual(1, len(message.splitlines()), message)
+        for fragment in fragments:
+            self.assertIn(fragment, message)
+
+    def test_pcihole64_within_qemu_address_bits(self):
+        self.assertRefused('pcihole64 = 99999999999999999999', 'pcihole64',
+                           'at most 2097152')
+        self.assertRefused('pcihole64 = 2097153', 'pcihole64',
+                           'at most 2097152')
+        self.assertRefused('pcihole64 = %s' % ('9' * 5000), 'pcihole64')
+        self.assertRefused('pcihole64 = \u0666', 'pcihole64')
+        self.assertEqual(conf.MAX_PCIHOLE64_GIB, self.load(
+            'pcihole64 = 2097152').gpu_p2p.pcihole64)
+
+    def test_pcihole64_bound_is_qemus(self):
+        self.assertEqual(
+            pcihole64.MAX_PHYS_BITS,
+            pcihole64.min_phys_bits(conf.MAX_PCIHOLE64_GIB * units.Gi, 0))
+
+    def test_fabric_manager_address_ascii(self):
+        for text in ('127.0.0.1:\u0666\u0666\u0666\u0666',
+                     '127.0.0.1:\u00b2', 'h\u00f6st:6666',
+                     '127.0.0.1:000000000006666'):
+            self.assertRefused('fabric_manager_address = %s' % text,
+                               'fabric_manager_address', 'HOST:PORT')
+
+    def test_fabric_manager_socket_fits_sun_path(self):
+        self.assertRefused('fabric_manager_address = /%s' % ('s' * 300),
+                           'fabric_manager_address', '107 bytes',
+                           'it has 301')
+        longest = '/' + 's' * (conf.MAX_UNIX_SOCKET_BYTES - 1)
+        self.assertEqual(longest, self.load(
+            'fabric_manager_address = %s' % longest
+        ).gpu_p2p.fabric_manager_address)
+
+    def test_clique_map_ascii(self):
+        self.assertRefused('clique_map = 0000:81:00.0:\u0663',
+                           'clique_map', 'BDF:ID')
+
+    def test_numbers_ascii_and_finite(self):
+        for value in ('nan', 'inf', '-inf', '\u0661.5'):
+            self.assertRefused('clique_fit_weight_multiplier = %s' % value,
+                               'clique_fit_weight_multiplier')
+        for value in ('\u0663', '99999999'):
+            self.assertRefused('candidates_per_host = %s' % value,
+                               'candidates_per_host')
+
+    def test_paths_are_one_line(self):
+        # An indented line after a path continues it: a newline in it.
+        for option in ('sysfs_root', 'static_topology_file',
+                       'pci_ids_file', 'module_id_file',
+                       'fabric_manager_library'):
+            self.assertRefused('%s = /etc/nova\n  /topo.yaml' % option,
+                               option, "'/etc/nova\\n/topo.yaml'",
+                               'one line')
+
+    def test_dollar_references(self):
+        self.assertRefused('sysfs_root = $no_such_option', 'sysfs_root',
+                           'no_such_option')
+        self.assertRefused('static_topology_file = $module_id_file\n'
+                           'module_id_file = $static_topology_file',
+                           'static_topology_file', 'lead back')

@@ -24,7 +24,9 @@ import re
 import shlex
 
 import fixtures
-from nova.api.validation.extra_specs import validators
+from nova.api.openstack.compute.schemas import flavors as flavors_schema
+from nova.api.validation.extra_specs import validators as spec_validators
+from nova.api.validation import validators
 import nova.conf
 from nova.conf import pci as pci_conf
 from nova.conf import scheduler as scheduler_conf
@@ -186,8 +188,8 @@ class TestValidate(testtools.TestCase):
                          self.error(gpus=2, vcpus=0))
         self.assertEqual('--ram -1: must be at least 1',
                          self.error(gpus=2, ram_mb=-1))
-        self.assertEqual('--disk 0: must be at least 1',
-                         self.error(gpus=2, disk_gb=0))
+        self.assertEqual('--disk -1: must be at least 0',
+                         self.error(gpus=2, disk_gb=-1))
 
     def test_name_with_newline(self):
         self.assertEqual("--name 'a\\nb': give a name of printable "
@@ -216,6 +218,64 @@ class TestValidate(testtools.TestCase):
     def test_commands_validate(self):
         self.assertRaises(exception.InvalidFlavorRequest, fc.commands,
                           fc.FlavorRequest(gpus=1, alias='a100'))
+
+
+class TestNovaFlavorAPI(testtools.TestCase):
+    """Issue 35, item 11: what flavor prints, Nova's API takes, and back.
+
+    Judged by Nova's own request schema for POST /flavors.
+    """
+
+    NOVA_SCHEMA = validators._SchemaValidator(flavors_schema.create)
+
+    def nova_accepts(self, name='gpu', vcpus=16, ram=1024, disk=100):
+        try:
+            self.NOVA_SCHEMA.validate({'flavor': {
+                'name': name, 'vcpus': vcpus, 'ram': ram, 'disk': disk}})
+        except nova_exception.ValidationError:
+            return False
+        return True
+
+    def ours_accepts(self, name=None, vcpus=16, ram=1024, disk=100,
+                     bar_gib=None):
+        try:
+            fc.validate(fc.FlavorRequest(
+                gpus=2, alias='a100', name=name, vcpus=vcpus, ram_mb=ram,
+                disk_gb=disk, gpu_bars=(fc.nvidia_bars(bar_gib)
+                                        if bar_gib else None)))
+        except exception.InvalidFlavorRequest as exc:
+            self.assertEqual(1, len(str(exc).splitlines()), exc)
+            return False
+        return True
+
+    def test_sizes(self):
+        for field, value in (('vcpus', 2 ** 31 - 1), ('vcpus', 2 ** 31),
+                             ('vcpus', 3000000000), ('ram', 3000000000),
+                             ('disk', 3000000000), ('disk', 0),
+                             ('vcpus', 0), ('disk', -1), ('ram', 2 ** 31)):
+            self.assertEqual(self.nova_accepts(**{field: value}),
+                             self.ours_accepts(**{field: value}),
+                             (field, value))
+
+    def test_boot_from_volume_has_no_disk(self):
+        self.assertTrue(self.ours_accepts(disk=0))
+
+    def test_names(self):
+        for name in ('gpu', ' gpu', 'gpu ', 'g p u', '\tgpu', 'gpu\u3000',
+                     'x' * 255, 'x' * 256, 'x' * 300, 'a\nb', '\x1b[31m',
+                     '\u00e9t\u00e9', '\U0001f600', 'g\u00a0', '\u2028'):
+            self.assertEqual(self.nova_accepts(name=name),
+                             self.ours_accepts(name=name), repr(name))
+
+    def test_huge_ram_is_blamed(self):
+        # The hole goes above the RAM: with 3 PB of it the hole of 8 GPUs
+        # ends beyond any guest's address bits, and the RAM is at fault.
+        message = str(self.assertRaises(
+            exception.InvalidFlavorRequest, fc.validate, fc.FlavorRequest(
+                gpus=8, alias='a100', ram_mb=3000000000,
+                gpu_bars=fc.nvidia_bars(64))))
+        self.assertEqual('--ram 3000000000: must be at most 2147483647, '
+                         'Nova\'s limit', message)
 
 
 class TestProperties(testtools.TestCase):
@@ -285,9 +345,10 @@ class TestGroupPolicy(testtools.TestCase):
                 gpus=gpus, alias='a100'))[fc.GROUP_POLICY_KEY])
 
     def test_novas_api_validates_it(self):
-        validators.validate(fc.GROUP_POLICY_KEY, 'none')
+        spec_validators.validate(fc.GROUP_POLICY_KEY, 'none')
         # Nova's validator knows the key: it refuses what is not a policy.
-        self.assertRaises(nova_exception.ValidationError, validators.validate,
+        self.assertRaises(nova_exception.ValidationError,
+                          spec_validators.validate,
                           fc.GROUP_POLICY_KEY, 'nope')
 
     def test_novas_scheduler_asks_the_same_without_a_warning(self):
@@ -465,7 +526,7 @@ class TestAddressBits(testtools.TestCase):
     def test_novas_api_takes_every_property(self):
         # With our validators loaded, at the latest microversion.
         for key, value in fc.properties(self.request(numa_nodes=2)).items():
-            validators.validate(key, value)
+            spec_validators.validate(key, value)
 
     def test_constants_are_novas_and_the_drivers(self):
         self.assertEqual(
@@ -557,7 +618,7 @@ class TestWholeBoard(testtools.TestCase):
         self.assertEqual('required', specs['hw:gpu_numa_affinity'])
         self.assertEqual('2', specs['hw:numa_nodes'])
         for key, value in specs.items():
-            validators.validate(key, value)
+            spec_validators.validate(key, value)
 
     def test_name_and_note(self):
         lines = fc.commands(self.request(nvswitch_alias='sw'))

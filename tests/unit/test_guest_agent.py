@@ -394,7 +394,7 @@ class TestRefusals(HandMadeBase):
                 (lambda d: d['devices'][0].update(vendor='nvidia'),
                  '"vendor" must be a hex string'),
                 (lambda d: d['switches']['s0'].update(link_speed='"<x>'),
-                 'switch s0: "link_speed"'),
+                 'switch \'s0\': "link_speed"'),
                 (lambda d: d['devices'].append(dict(d['devices'][0])),
                  'a second device on expander bus'))):
             description = json.loads(json.dumps(self.description))

@@ -234,8 +234,8 @@ class TestPartitionTable(FileTestCase):
                        % entry)
             exc = self.assertRaises(exception.BadModuleIdFile,
                                     module_ids.load_partitions, self.path)
-            key = entry.split(':')[0]
-            self.assertIn('%s: partition entry %s: ' % (self.path, key),
+            key = json.loads(entry.split(':')[0])
+            self.assertIn('%s: partition entry %r: ' % (self.path, key),
                           str(exc))
             self.assertIn('is not "<0 to 63>": [<distinct module IDs 1 to '
                           '16>, ...]; the kept partition table is not used '

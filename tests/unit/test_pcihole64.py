@@ -202,3 +202,32 @@ class TestPlan(testtools.TestCase):
         hole = pcihole64.plan('auto', (4 * TiB,), GiB, 42)
         self.assertIn('42 physical address bits', hole.problem)
         self.assertIn('hw:maxphysaddr_bits=43', hole.problem)
+
+
+class TestOptionConsumers(testtools.TestCase):
+    """Issue 35, item 6: a size QEMU cannot take is refused with the fix."""
+
+    def test_explicit_size_smaller_than_the_bars(self):
+        # pcihole64 = 1 with 1 TiB of BARs: a 1 GiB hole, without a word.
+        hole = pcihole64.plan(1, (512 * GiB, 512 * GiB), GiB, 48)
+        self.assertIsNotNone(hole.problem)
+        self.assertIn('pcihole64 = 1 GiB is smaller than the 1024 GiB',
+                      hole.problem)
+        self.assertIn('pcihole64 = auto', hole.problem)
+
+    def test_never_advises_more_bits_than_qemu_gives(self):
+        # The largest size the option takes, above more RAM than it
+        # leaves room for, with the host's bits unknown (None: before,
+        # the hole went into the XML unchecked) and known: never
+        # hw:maxphysaddr_bits=98.
+        for bits in (None, 40, pcihole64.MAX_PHYS_BITS):
+            hole = pcihole64.plan(2 ** 21, (), 4096 * TiB, bits)
+            self.assertIsNotNone(hole.problem, bits)
+            self.assertNotIn('hw:maxphysaddr_bits', hole.problem)
+            self.assertIn('52 physical address bits', hole.problem)
+
+    def test_largest_option_value_fits_a_small_guest(self):
+        hole = pcihole64.plan(2 ** 21, (), GiB, pcihole64.MAX_PHYS_BITS)
+        self.assertIsNone(hole.problem)
+        self.assertEqual(pcihole64.MAX_PHYS_BITS,
+                         pcihole64.min_phys_bits(hole.size, GiB))

@@ -99,8 +99,12 @@ class TestNames(testtools.TestCase):
 class TestP2PTraits(testtools.TestCase):
 
     def traits_for(self, *sizes, nvlink_pairs=frozenset()):
-        return traits.p2p_traits(_topology(nvlink_pairs=nvlink_pairs),
-                                 _cliques(*sizes))
+        # The GPUs the pairs name are on the host: NVLink counts only
+        # between GPUs.
+        gpus = [_function(address) for address in sorted(
+            frozenset().union(*nvlink_pairs))]
+        return traits.p2p_traits(
+            _topology(*gpus, nvlink_pairs=nvlink_pairs), _cliques(*sizes))
 
     def test_no_gpus(self):
         self.assertEqual(set(), traits.p2p_traits(
@@ -158,6 +162,16 @@ class TestP2PTraits(testtools.TestCase):
     def test_nvlink_without_clique(self):
         pairs = frozenset([frozenset([A, B])])
         self.assertEqual({NVLINK}, self.traits_for(nvlink_pairs=pairs))
+
+    def test_nvlink_only_between_two_gpus(self):
+        """Issue 35, item 8: bridges, or a GPU with itself, are no NVLink."""
+        bridge = _function(C, class_code=0x060400)
+        nvswitch = _function(D, class_code=0x068000)
+        for pair in ((C, D), (A,), (A, C), (A, D)):
+            topology = _topology(_function(A), bridge, nvswitch,
+                                 nvlink_pairs=frozenset([frozenset(pair)]))
+            self.assertNotIn(NVLINK, traits.p2p_traits(topology, _cliques()),
+                             pair)
 
     def test_no_nvlink_without_pairs(self):
         self.assertNotIn(NVLINK, self.traits_for(16))
