@@ -17,23 +17,17 @@
 A layout libvirt refuses gives the guest nothing, so the benchmark
 scores it zero; one it accepts is scored by what QEMU is then told. Per
 document, as the e2e tests check ours (:mod:`tests.e2e`): ``virt-xml-
-validate`` with the installed schema, then ``virsh domxml-to-native
-qemu-argv`` by the running libvirtd, on a copy with only
-:data:`tests.fixtures.qemu_argv.ADAPTATIONS` (this machine's NUMA nodes and
-/dev/vfio are not the corpus host's). Without libvirtd nothing is
+validate`` with the stack's schema, then ``virsh domxml-to-native
+qemu-argv`` by its libvirtd, on a copy with only the adaptations
+:func:`tests.fixtures.qemu_argv.adaptations` lists (this machine's NUMA
+nodes and VFIO are not the corpus host's), through
+:func:`tests.fixtures.stack.translate`. Without libvirtd nothing is
 checked, and :func:`unavailable` says why.
 """
 
 import dataclasses
-import os
-import subprocess
-import tempfile
 
-from tests.fixtures import qemu_argv
 from tests.fixtures import stack
-
-#: Seconds one tool may take.
-TIMEOUT_S = 120
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,30 +55,16 @@ def _last_line(text: str) -> str:
     return lines[-1].strip() if lines else '(no output)'
 
 
-def _run(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, check=False,
-                          timeout=TIMEOUT_S)
-
-
 def check(domain_xml: str) -> Verdict:
     """The schema, then libvirtd's QEMU command line, for one document."""
     missing = unavailable()
     if missing:
         return Verdict(None, missing)
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, 'domain.xml')
-        with open(path, 'w') as f:
-            f.write(domain_xml)
-        result = _run('virt-xml-validate', path, 'domain')
-        if result.returncode:
-            return Verdict(False, 'virt-xml-validate: %s' % _last_line(
-                result.stderr + result.stdout))
-        adapted = os.path.join(folder, 'adapted.xml')
-        with open(adapted, 'wb') as f:
-            f.write(qemu_argv.adapt_for_this_host(domain_xml))
-        result = _run('virsh', '-c', stack.URI, 'domxml-to-native',
-                      'qemu-argv', adapted)
-        if result.returncode:
-            return Verdict(False, 'domxml-to-native: %s' % _last_line(
-                result.stderr + result.stdout))
-    return Verdict(True, argv=result.stdout)
+    translation = stack.translate(domain_xml.encode())
+    if translation.refused_by == 'virt-xml-validate':
+        return Verdict(False, 'virt-xml-validate: %s' % _last_line(
+            translation.output))
+    if translation.refused_by is not None:
+        return Verdict(False, 'domxml-to-native: %s' % _last_line(
+            translation.output))
+    return Verdict(True, argv=translation.output)

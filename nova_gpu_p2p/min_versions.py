@@ -65,3 +65,10 @@ QEMU_NUMA_AFFINITY = (6, 2, 0)
 #: oldest release seen to accept it.
 LIBVIRT_UEFI_XML_REFUSED_BELOW = (9, 1, 0)
 LIBVIRT_UEFI_XML_TESTED = (11, 3, 0)
+#: The newest stack the e2e suite runs against real libvirtd and QEMU in
+#: CI (``tools/e2e/setup-stack.sh sid``: Debian sid's libvirt 12.8 and
+#: QEMU 11.1, with SeaBIOS 1.17 and OVMF 2026.08); the others are
+#: bookworm's 9.0 / 7.2 and bookworm-backports' 11.3 / 10.0. ``check``
+#: says when a host runs a newer release than these.
+LIBVIRT_NEWEST_TESTED = (12, 8, 0)
+QEMU_NEWEST_TESTED = (11, 1, 0)

@@ -59,6 +59,11 @@ def version_text(version: Version) -> str:
     return '.'.join(str(part) for part in version)
 
 
+def newer_than_tested(version: Version, newest: Version) -> bool:
+    """A release (major.minor) after the newest one the e2e suite ran on."""
+    return version[:2] > newest[:2]
+
+
 def parse_virsh_version(output: str
                         ) -> tuple[Version | None, Version | None]:
     """libvirt and QEMU versions from ``virsh version [--daemon]``.
@@ -199,8 +204,16 @@ def _check_uefi_xml(libvirt: Version) -> result.Check:
             subject, '%s: UEFI guest XML of Nova 34 not tested with this '
             'release (9.0 refuses it, %s accepts it): boot one '
             'hw_firmware_type=uefi image to be sure' % (have, tested))
+    newest = version_text(min_versions.LIBVIRT_NEWEST_TESTED)
+    if newer_than_tested(libvirt, min_versions.LIBVIRT_NEWEST_TESTED):
+        return result.success(
+            subject, '%s is newer than the newest release tested (%s and %s '
+            'accept the UEFI guest XML of Nova 34): boot one '
+            'hw_firmware_type=uefi image to be sure' % (have, tested,
+                                                        newest))
     return result.success(subject, '%s accepts the UEFI guest XML of Nova '
-                          '34 (tested with %s)' % (have, tested))
+                          '34 (tested with %s and %s)' % (have, tested,
+                                                          newest))
 
 
 def _check_numa_affinity(libvirt: Version, qemu: Version,
@@ -212,9 +225,16 @@ def _check_numa_affinity(libvirt: Version, qemu: Version,
         version_text(min_versions.LIBVIRT_NUMA_AFFINITY),
         version_text(min_versions.QEMU_NUMA_AFFINITY))
     if traits_mod.numa_affinity(topology, libvirt, qemu):
+        untested = [
+            '%s %s' % (name, version_text(newest)) for name, version, newest
+            in (('libvirt', libvirt, min_versions.LIBVIRT_NEWEST_TESTED),
+                ('QEMU', qemu, min_versions.QEMU_NEWEST_TESTED))
+            if newer_than_tested(version, newest)]
         return result.success(subject, '%s binds PCIe expander buses to '
-                              'NUMA nodes: reports %s (needs %s)'
-                              % (have, traits_mod.GPU_NUMA_AFFINITY, needs))
+                              'NUMA nodes: reports %s (needs %s)%s'
+                              % (have, traits_mod.GPU_NUMA_AFFINITY, needs,
+                                 '; newer than the newest tested (%s)'
+                                 % ', '.join(untested) if untested else ''))
     if (libvirt < min_versions.LIBVIRT_NUMA_AFFINITY
             or qemu < min_versions.QEMU_NUMA_AFFINITY):
         return result.warning(

@@ -51,6 +51,15 @@ OVMF_CANDIDATES = (
     ('/usr/share/OVMF/OVMF_CODE.fd', '/usr/share/OVMF/OVMF_VARS.fd'),
 )
 SEABIOS = '/usr/share/seabios/bios-256k.bin'
+#: SeaBIOS before 1.17 writes ACPI tables of its own (RSDP, a SRAT from
+#: QEMU's NUMA configuration, no SLIT) where QEMU gives none, as for a
+#: domain without ``<acpi/>``; 1.17 writes none. Seen with Debian's
+#: 1.16.2 (QEMU 7.2 and 10.0) and 1.16.3 (QEMU 11.1, issue 37) against
+#: 1.17.0 (QEMU 11.1): the guest then finds no RSDP.
+SEABIOS_OWN_ACPI_BELOW = (1, 17, 0)
+#: The version a SeaBIOS build carries in its image: Debian's
+#: "1.17.0-debian-1.17.0-1", upstream's "rel-1.16.3-0-g...".
+SEABIOS_VERSION = re.compile(rb'(?:rel-)?(\d+)\.(\d+)\.(\d+)-[\w.+~-]*\0')
 BUSYBOX_CANDIDATES = ('/bin/busybox', '/usr/bin/busybox')
 KERNEL_GLOB = '/boot/vmlinuz-*'
 #: Kernel command line: serial console, nothing on the screen, no time
@@ -115,13 +124,33 @@ def find_fw_cfg_module(kernel: str) -> str:
     return path
 
 
-def find_ovmf() -> tuple[str, str]:
-    """OVMF's code and variable-store template (package ``ovmf``)."""
+def find_ovmf(root: str = '/') -> tuple[str, str]:
+    """OVMF's code and variable-store template (package ``ovmf``).
+
+    :param root: the stack's root directory; the paths returned are the
+        stack's own (inside its chroot).
+    """
+    def present(path: str) -> bool:
+        return os.path.exists(os.path.join(root, path.lstrip('/')))
+
     for code, template in OVMF_CANDIDATES:
-        if os.path.exists(code) and os.path.exists(template):
+        if present(code) and present(template):
             return code, template
-    raise MissingTool('no OVMF firmware in %s (ovmf)' % (
-        ', '.join(code for code, _ in OVMF_CANDIDATES)))
+    raise MissingTool('no OVMF firmware in %s under %s (ovmf)' % (
+        ', '.join(code for code, _ in OVMF_CANDIDATES), root))
+
+
+def seabios_version(path: str) -> tuple[int, int, int]:
+    """The version of the SeaBIOS image at ``path`` (package ``seabios``)."""
+    try:
+        with open(path, 'rb') as image:
+            match = SEABIOS_VERSION.search(image.read())
+    except OSError as exc:
+        raise MissingTool('no SeaBIOS at %s (seabios): %s' % (path, exc))
+    if match is None:
+        raise MissingTool('no version string in the SeaBIOS image %s'
+                          % path)
+    return tuple(int(part) for part in match.groups())
 
 
 def find_busybox() -> str:

@@ -23,13 +23,16 @@ against each installed stack (``tools/e2e/setup-stack.sh``).
 Per document: ``virt-xml-validate`` with this stack's schema, then
 ``virsh domxml-to-native qemu-argv`` by the running libvirtd, whose
 ``-device`` list :mod:`qemu_argv` compares with the XML and with the
-corpus host's own topology. libvirtd gets a copy with two adaptations,
-and only those (:data:`qemu_argv.ADAPTATIONS`): ``<numatune>`` nodesets
-mapped to node 0 (this machine may have one NUMA node) and
-``<driver name='vfio'/>`` on hostdevs Nova left without one (no
-/dev/vfio here). Each test lists them in its ``adaptations`` detail.
+corpus host's own topology. libvirtd gets a copy with only the
+adaptations this stack needs (:func:`qemu_argv.adaptations`):
+``<numatune>`` nodesets mapped to node 0 (this machine may have one NUMA
+node) and, where the daemon's host shows no VFIO, ``<driver
+name='vfio'/>`` on hostdevs Nova left without one. Each test lists them
+in its ``adaptations`` detail. :class:`HostdevRulesTest` checks the
+stack's rules (:mod:`libvirt_rules`) against its libvirtd.
 
-Without libvirtd at qemu:///system (or without the XML) the tests skip
+The stack is this machine's or the chroot ``setup-stack.sh sid`` made
+(:mod:`stack`). Without its libvirtd (or without the XML) the tests skip
 with one line; with ``NOVA_GPU_P2P_REQUIRE_TOOLS=1`` (CI) they fail.
 """
 
@@ -38,10 +41,8 @@ import functools
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 
-import fixtures
 from lxml import etree
 from oslo_config import cfg
 import testtools
@@ -53,12 +54,26 @@ from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p.topology import sysfs
 from tests.cloud import corpus_xml
 from tests.fixtures import hosts
+from tests.fixtures import libvirt_rules
 from tests.fixtures import qemu_argv
 from tests.fixtures import stack
 from tests.fixtures import sysfs_builder
 
 LOG = logging.getLogger(__name__)
-URI = stack.URI
+#: The smallest q35 domain with one PCI hostdev as Nova writes it (no
+#: ``<driver>``; ``%s``: where one goes).
+HOSTDEV_DOMAIN = b"""<domain type='qemu'>
+  <name>nova-gpu-p2p-e2e-hostdev-rules</name>
+  <memory>131072</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='x86_64' machine='q35'>hvm</type></os>
+  <devices>
+    <hostdev mode='subsystem' type='pci' managed='yes'>
+      <source><address domain='0x0000' bus='0x81' slot='0x00'
+                       function='0x0'/></source>%s
+    </hostdev>
+  </devices>
+</domain>"""
 
 
 def corpus_locality(name: str) -> tuple[dict[str, int | None],
@@ -127,54 +142,50 @@ def nccl_share(name: str, xml: bytes) -> decision_quality.Share | None:
         element, truth, decision_quality.run_guest_agent)
 
 
+def need_stack(test: testtools.TestCase) -> None:
+    """Skip (fail in CI) in one line where the stack is not there."""
+    missing = stack.missing()
+    if missing:
+        if os.environ.get(stack.REQUIRE_TOOLS) == '1':
+            test.fail('%s (%s=1)' % (missing, stack.REQUIRE_TOOLS))
+        test.skipTest(missing)
+    test.addDetail('libvirt', content.text_content(stack.version()))
+
+
 @hosts.add_host_tests
 class DomXMLToNativeTest(testtools.TestCase):
     """Real libvirt's schema and QEMU command line, per corpus host."""
 
     def setUp(self):
         super().setUp()
-        required = os.environ.get(stack.REQUIRE_TOOLS) == '1'
-        missing = stack.missing()
+        need_stack(self)
         folder = os.environ.get(stack.XML_DIR)
-        if missing is None and not (folder and os.path.isdir(folder)):
+        if not (folder and os.path.isdir(folder)):
             missing = ('no saved domain XML in $%s (%s): run tox -e e2e, '
                        'which writes it' % (stack.XML_DIR, folder))
-        if missing:
-            if required:
+            if os.environ.get(stack.REQUIRE_TOOLS) == '1':
                 self.fail('%s (%s=1)' % (missing, stack.REQUIRE_TOOLS))
             self.skipTest(missing)
         self.folder = folder
         #: Flavor kind -> pairs NCCL sees as on the host, with the agent.
         self.nccl: dict[str, decision_quality.Share | None] = {}
-        self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.addDetail('libvirt', content.text_content(stack.version()))
         note = ('libvirtd gets a copy of each document with only these '
-                'changes:\n' + '\n'.join(qemu_argv.ADAPTATIONS))
+                'changes:\n' + '\n'.join(
+                    qemu_argv.adaptations(stack.vfio_driver_rules())))
         LOG.info(note)
         self.addDetail('adaptations', content.text_content(note))
-
-    def run_tool(self, *argv: str) -> tuple[int, str]:
-        result = subprocess.run(argv, capture_output=True, text=True,
-                                check=False, timeout=120)
-        return result.returncode, result.stdout + result.stderr
 
     def check_document(self, name: str, kind: corpus_xml.FlavorKind,
                        path: str) -> list[str]:
         """Schema, libvirtd's translation and the checks, for one XML."""
-        rc, out = self.run_tool('virt-xml-validate', path, 'domain')
-        if rc:
-            return ['virt-xml-validate exit %d: %s' % (rc, out.strip())]
         with open(path, 'rb') as f:
             xml = f.read()
-        adapted = os.path.join(self.tmp, '%s-%s.xml' % (name, kind.name))
-        with open(adapted, 'wb') as f:
-            f.write(qemu_argv.adapt_for_this_host(xml))
-        LOG.debug('%s/%s: domxml-to-native on the adapted copy %s',
-                  name, kind.name, adapted)
-        rc, out = self.run_tool('virsh', '-c', URI, 'domxml-to-native',
-                                'qemu-argv', adapted)
-        if rc:
-            return ['virsh domxml-to-native exit %d: %s' % (rc, out.strip())]
+        translation = stack.translate(xml)
+        if translation.refused_by is not None:
+            return ['%s exit %d: %s' % (translation.refused_by,
+                                        translation.returncode,
+                                        translation.output.strip())]
+        out = translation.output
         expected = qemu_argv.expectations(xml)
         problems = list(expected.problems)
         problems.extend(fw_cfg_problems(xml, out))
@@ -222,3 +233,52 @@ class DomXMLToNativeTest(testtools.TestCase):
         self.addDetail('kinds', content.text_content('\n'.join(summary)))
         if failures:
             self.fail('\n\n'.join(failures))
+
+
+class HostdevRulesTest(testtools.TestCase):
+    """The stack's libvirtd says what :mod:`libvirt_rules` records for it.
+
+    One PCI hostdev, unadapted, with and without ``<driver
+    name='vfio'/>``, against the daemon's host as it shows VFIO or not.
+    """
+
+    def setUp(self):
+        super().setUp()
+        need_stack(self)
+        self.rules = libvirt_rules.for_libvirt(stack.libvirt_version())
+        self.vfio = stack.shows_vfio()
+        self.addDetail('rules', content.text_content(
+            '%s; the daemon\'s host shows VFIO: %s'
+            % (self.rules, self.vfio)))
+
+    def translate(self, driver: bool) -> stack.Translation:
+        translation = stack.translate(
+            HOSTDEV_DOMAIN % (b"\n      <driver name='vfio'/>" if driver
+                              else b''), adapt=False)
+        self.assertNotEqual('virt-xml-validate', translation.refused_by,
+                            translation.output)
+        return translation
+
+    def assert_translated(self, translation: stack.Translation) -> None:
+        self.assertIsNone(translation.refused_by, translation.output)
+        self.assertIn('"host":"0000:81:00.0"', translation.output)
+
+    def assert_refused(self, translation: stack.Translation,
+                       message: str) -> None:
+        self.assertEqual('virsh domxml-to-native', translation.refused_by,
+                         translation.output)
+        self.assertIn(message, translation.output)
+
+    def test_without_driver(self):
+        translation = self.translate(driver=False)
+        if self.vfio:
+            self.assert_translated(translation)
+        else:
+            self.assert_refused(translation, self.rules.no_driver_refusal)
+
+    def test_with_vfio_driver(self):
+        translation = self.translate(driver=True)
+        if self.vfio or not self.rules.needs_vfio_host():
+            self.assert_translated(translation)
+        else:
+            self.assert_refused(translation, self.rules.no_vfio_refusal)

@@ -30,9 +30,11 @@ distances are the host's (copied into ``<distances>``); libvirt reports
 the vCPU pinning Nova asked for. The same guest without ACPI is booted
 too, to record why expander buses need ACPI.
 
-Needs root, libvirtd, QEMU, OVMF, SeaBIOS, a kernel and busybox-static
-(``tools/e2e/setup-stack.sh``); skipped without them, unless
-``NOVA_GPU_P2P_REQUIRE_TOOLS=1``.
+The stack (libvirtd, QEMU, OVMF, SeaBIOS) is this machine's or the
+chroot ``tools/e2e/setup-stack.sh sid`` made (:mod:`stack`), whose
+firmware is then the one booted; the kernel and busybox are this
+machine's. Needs root and ``setup-stack.sh``; skipped without them,
+unless ``NOVA_GPU_P2P_REQUIRE_TOOLS=1``.
 """
 
 import dataclasses
@@ -56,8 +58,8 @@ from nova_gpu_p2p_guest import cli
 from tests.e2e import guest_domain
 from tests.e2e import guest_image
 from tests.fixtures import guest_sysfs
+from tests.fixtures import stack
 
-URI = 'qemu:///system'
 REQUIRE_TOOLS = 'NOVA_GPU_P2P_REQUIRE_TOOLS'
 SETUP_HINT = 'run tools/e2e/setup-stack.sh as root'
 #: A TCG boot of Debian's kernel to the report takes 10-20 s on two
@@ -83,7 +85,7 @@ BOOT_ATTEMPTS = 5
 
 def _virsh(*args: str, check: bool = True, timeout: float = 60
            ) -> subprocess.CompletedProcess:
-    process = subprocess.run(['virsh', '-c', URI] + list(args),
+    process = subprocess.run(stack.current().virsh(*args),
                              capture_output=True, text=True,
                              timeout=timeout)
     if check and process.returncode:
@@ -94,23 +96,26 @@ def _virsh(*args: str, check: bool = True, timeout: float = 60
 
 def stack_missing() -> str | None:
     """Why this machine cannot boot the guest; None when it can."""
+    here = stack.current()
     try:
         for tool in ('virsh', 'qemu-system-x86_64'):
-            guest_image.which(tool)
+            if here.which(tool) is None:
+                raise guest_image.MissingTool('%s not found in %s stack' % (
+                    tool, here.describe()))
         guest_image.find_fw_cfg_module(guest_image.find_kernel())
-        guest_image.find_ovmf()
+        guest_image.find_ovmf(here.root)
         guest_image.find_busybox()
+        guest_image.seabios_version(here.path(guest_image.SEABIOS))
     except guest_image.MissingTool as exc:
         return str(exc)
-    if not os.path.exists(guest_image.SEABIOS):
-        return 'no SeaBIOS at %s (seabios)' % guest_image.SEABIOS
     try:
         version = _virsh('version', check=False, timeout=30)
-    except subprocess.TimeoutExpired:
-        return 'libvirtd does not answer on %s' % URI
+    except (subprocess.TimeoutExpired, RuntimeError) as exc:
+        return 'libvirtd does not answer in %s stack: %s' % (
+            here.describe(), exc)
     if version.returncode:
-        return 'libvirtd not reachable on %s: %s' % (
-            URI, version.stderr.strip()[:200])
+        return 'libvirtd not reachable in %s stack: %s' % (
+            here.describe(), version.stderr.strip()[:200])
     return None
 
 
@@ -137,6 +142,8 @@ class _Shared:
     lock = threading.Lock()
     captured: guest_domain.Captured | None = None
     workdir: str | None = None
+    #: This machine's kernel, copied in: a chroot's QEMU sees no /boot.
+    kernel: str | None = None
     initrd: str | None = None
     #: Whether the changes from Nova's XML were printed yet.
     changes_shown = False
@@ -149,19 +156,27 @@ class _Shared:
             return cls.captured
 
     @classmethod
-    def image(cls) -> tuple[str, str]:
+    def image(cls) -> tuple[str, str, str]:
+        """The work directory, kernel and initramfs, in the stack's view."""
+        here = stack.current()
         with cls.lock:
             if cls.workdir is None:
-                workdir = tempfile.mkdtemp(prefix='nova-gpu-p2p-e2e-')
-                # QEMU runs as libvirt-qemu: it must reach the initramfs
-                # and the console log in here.
+                # Where the stack's QEMU can read (inside its chroot).
+                workdir = tempfile.mkdtemp(prefix='nova-gpu-p2p-e2e-',
+                                           dir=here.scratch_dir())
+                # QEMU runs as libvirt-qemu: it must reach the kernel, the
+                # initramfs and the console log in here.
                 os.chmod(workdir, 0o755)
+                kernel = guest_image.find_kernel()
+                cls.kernel = os.path.join(workdir, os.path.basename(kernel))
+                shutil.copyfile(kernel, cls.kernel)
+                os.chmod(cls.kernel, 0o644)
                 cls.initrd = guest_image.build_initramfs(
                     workdir, guest_image.find_busybox(),
-                    guest_image.find_fw_cfg_module(
-                        guest_image.find_kernel()))
+                    guest_image.find_fw_cfg_module(kernel))
                 cls.workdir = workdir
-            return cls.workdir, cls.initrd
+            return (here.inside(cls.workdir), here.inside(cls.kernel),
+                    here.inside(cls.initrd))
 
 
 def _parse_vcpupin(text: str) -> dict[int, list[int]]:
@@ -203,12 +218,17 @@ class GuestBootTest(testtools.TestCase):
              ) -> Boot:
         """Start the domain, check its pinning paused, run it to the end."""
         self._need_stack()
-        workdir, initrd = _Shared.image()
+        here = stack.current()
+        workdir, kernel, initrd = _Shared.image()
         name = 'nova-gpu-p2p-e2e-%s-%d' % (name, os.getpid())
         domain = guest_domain.bootable(
             self.captured.xml, self._mapping(), name, workdir,
-            guest_image.find_kernel(), initrd, guest_image.CMDLINE,
-            ovmf=guest_image.find_ovmf() if ovmf else None, acpi=acpi)
+            kernel, initrd, guest_image.CMDLINE,
+            ovmf=guest_image.find_ovmf(here.root) if ovmf else None,
+            acpi=acpi)
+        # The files as this process sees them (the stack may be chrooted).
+        console_log = here.path(domain.console_log)
+        workdir = here.path(workdir)
         changes = '\n'.join('  - %s' % change for change in domain.changes)
         self.addDetail('changes from Nova\'s XML',
                        content.text_content(changes))
@@ -221,16 +241,16 @@ class GuestBootTest(testtools.TestCase):
             xml_file.write(domain.xml)
         self.addCleanup(_virsh, 'destroy', name, check=False)
         for attempt in range(1, BOOT_ATTEMPTS + 1):
-            for stale in (domain.console_log,
+            for stale in (console_log,
                           os.path.join(workdir, name + '_VARS.fd')):
                 if os.path.exists(stale):
                     os.unlink(stale)
             start = time.monotonic()
-            _virsh('create', path, '--paused')
+            _virsh('create', here.inside(path), '--paused')
             live_pins = _parse_vcpupin(_virsh('vcpupin', name).stdout)
             live_xml = etree.fromstring(_virsh('dumpxml', name).stdout)
             _virsh('resume', name)
-            console = self._wait(name, domain.console_log, start)
+            console = self._wait(name, console_log, start)
             seconds = time.monotonic() - start
             self.addDetail('guest console, attempt %d (tail)' % attempt,
                            content.text_content(console[-LOG_TAIL:]))
@@ -474,20 +494,50 @@ class GuestBootTest(testtools.TestCase):
     def test_without_acpi(self) -> None:
         """Why ``<acpi/>`` matters: without it the guest sees neither.
 
-        QEMU then builds no ACPI tables; SeaBIOS writes its own minimal
-        ones (a SRAT from QEMU's NUMA configuration, but no SLIT and no
-        proximity for the expander buses), so the guest keeps its NUMA
-        nodes but reads ``numa_node`` -1 for every stand-in and Linux's
-        default distances.
+        QEMU then builds no ACPI tables, and what the guest sees depends
+        on the stack's SeaBIOS (:data:`guest_image.SEABIOS_OWN_ACPI_BELOW`):
+        an older one writes its own minimal tables (a SRAT from QEMU's NUMA
+        configuration, but no SLIT and no proximity for the expander
+        buses), so the guest keeps its NUMA nodes but reads ``numa_node``
+        -1 for every stand-in and Linux's default distances; 1.17 writes
+        none ("ACPI BIOS Error (bug): A valid RSDP was not found"), so the
+        guest has no ACPI, one NUMA node and no expander bus at all.
         """
+        here = stack.current()
+        seabios = guest_image.seabios_version(here.path(guest_image.SEABIOS))
         boot = self.boot('no-acpi', acpi=False)
-        found = self.stand_ins(boot)
-        self._record(self._summary(boot, found) + ' (ACPI off: recorded)')
-        self.assertEqual([-1] * len(found),
-                         [f.numa_node for f in found.values()])
+        own_tables = seabios < guest_image.SEABIOS_OWN_ACPI_BELOW
+        note = ('ACPI off under SeaBIOS %s, which %s' % (
+            '.'.join(map(str, seabios)),
+            'writes its own minimal ACPI tables' if own_tables
+            else 'writes no ACPI tables'))
+        self.assertNotIn('SLIT', boot.report.acpi_tables, note)
         self.assertNotEqual(guest_domain.cell_distances(self.nova_xml),
-                            boot.report.distances)
-        self.assertNotIn('SLIT', boot.report.acpi_tables)
+                            boot.report.distances, note)
+        if own_tables:
+            found = self.stand_ins(boot)
+            self._record(self._summary(boot, found) + ' (%s: recorded)'
+                         % note)
+            self.assertEqual([-1] * len(found),
+                             [f.numa_node for f in found.values()], note)
+            self.assertEqual(sorted(guest_domain.guest_cells(self.nova_xml)),
+                             sorted(boot.report.node_cpus), note)
+            return
+        stand_ins = [f for f in boot.report.functions
+                     if (f.vendor, f.device) == (
+                         guest_domain.STAND_IN_VENDOR,
+                         guest_domain.STAND_IN_DEVICE)]
+        self._record('%s: %.1f s; stand-ins seen %s; guest nodes %s, '
+                     'distances %s; ACPI tables %s (%s: recorded)' % (
+                         boot.name, boot.seconds,
+                         [f.path for f in stand_ins],
+                         boot.report.node_cpus, boot.report.distances,
+                         ' '.join(boot.report.acpi_tables) or 'none', note))
+        self.assertEqual([], boot.report.acpi_tables, note)
+        self.assertEqual([0], sorted(boot.report.node_cpus), note)
+        buses = {p.bus_nr for p in self.placements}
+        self.assertEqual([], [f.path for f in stand_ins
+                              if f.root_bus in buses], note)
 
 
 def tearDownModule() -> None:

@@ -270,11 +270,52 @@ class TestCheckVersions(testtools.TestCase):
                          'clique IDs need (8.2.0 or later)',
                          checks[0].message)
         self.assertEqual('libvirt 11.3.0 accepts the UEFI guest XML of Nova '
-                         '34 (tested with 11.3.0)', checks[1].message)
+                         '34 (tested with 11.3.0 and 12.8.0)',
+                         checks[1].message)
         self.assertEqual('QEMU 10.0.2 with libvirt 11.3.0 binds PCIe '
                          'expander buses to NUMA nodes: reports '
                          'CUSTOM_GPU_NUMA_AFFINITY (needs libvirt 8.0.0 and '
                          'QEMU 6.2.0)', checks[2].message)
+
+    def test_newest_tested_stack(self):
+        # Debian sid's libvirt 12.8 and QEMU 11.1 (tools/e2e/setup-stack.sh
+        # sid): tested, nothing said about being newer.
+        checks = versions.check_versions(
+            versions.HostVersions((12, 8, 0), (11, 1, 3)), two_rc_host(),
+            True)
+        self.assertEqual([OK, OK, OK], [c.code for c in checks])
+        self.assertEqual('libvirt 12.8.0 supports <qemu:override>, which '
+                         'clique IDs need (8.2.0 or later)',
+                         checks[0].message)
+        self.assertEqual('libvirt 12.8.0 accepts the UEFI guest XML of Nova '
+                         '34 (tested with 11.3.0 and 12.8.0)',
+                         checks[1].message)
+        self.assertEqual('QEMU 11.1.3 with libvirt 12.8.0 binds PCIe '
+                         'expander buses to NUMA nodes: reports '
+                         'CUSTOM_GPU_NUMA_AFFINITY (needs libvirt 8.0.0 and '
+                         'QEMU 6.2.0)', checks[2].message)
+
+    def test_newer_than_tested(self):
+        checks = versions.check_versions(
+            versions.HostVersions((13, 0, 0), (12, 0, 0)), two_rc_host(),
+            True)
+        self.assertEqual([OK, OK, OK], [c.code for c in checks])
+        self.assertEqual('libvirt 13.0.0 is newer than the newest release '
+                         'tested (11.3.0 and 12.8.0 accept the UEFI guest '
+                         'XML of Nova 34): boot one hw_firmware_type=uefi '
+                         'image to be sure', checks[1].message)
+        self.assertTrue(checks[2].message.endswith(
+            '; newer than the newest tested (libvirt 12.8.0, QEMU 11.1.0)'),
+            checks[2].message)
+
+    def test_parse_newest_tested_versions(self):
+        out = ('Compiled against library: libvirt 12.8.0\n'
+               'Using library: libvirt 12.8.0\n'
+               'Using API: QEMU 12.8.0\n'
+               'Running hypervisor: QEMU 11.1.3\n'
+               'Running against daemon: 12.8.0\n')
+        self.assertEqual(((12, 8, 0), (11, 1, 3)),
+                         versions.parse_virsh_version(out))
 
     def test_bookworm_stack_warns_about_uefi(self):
         checks = versions.check_versions(

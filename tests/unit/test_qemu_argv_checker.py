@@ -26,6 +26,7 @@ import shlex
 from lxml import etree
 import testtools
 
+from tests.fixtures import libvirt_rules
 from tests.fixtures import qemu_argv
 
 # Two host nodes: GPUs 03/04 (P2P under one switch) on node 0, root
@@ -407,3 +408,45 @@ class TestAdaptForThisHost(testtools.TestCase):
                          after.cell_host_nodes)
         self.assertEqual({0: frozenset({0}), 1: frozenset({1})},
                          before.cell_host_nodes)
+
+    def test_no_driver_where_the_host_shows_vfio(self):
+        # libvirt 12.8 on a host that shows VFIO picks vfio itself.
+        def drivers(xml):
+            return [etree.tostring(h.find('./driver'))
+                    if h.find('./driver') is not None else None
+                    for h in etree.fromstring(xml).iterfind(
+                        './devices/hostdev')]
+
+        adapted = qemu_argv.adapt_for_this_host(XML, vfio_driver=False)
+        self.assertEqual(drivers(XML), drivers(adapted))
+        self.assertIn(None, drivers(adapted))
+        root = etree.fromstring(adapted)
+        self.assertEqual(
+            ['0', '0', '0'],
+            [e.get('nodeset') for e in root.iterfind('./numatune/*')])
+
+    def test_adaptations_name_the_stack_refusal(self):
+        self.assertEqual([qemu_argv.NUMATUNE_ADAPTATION],
+                         qemu_argv.adaptations(None))
+        (numatune, driver) = qemu_argv.adaptations(
+            libvirt_rules.for_libvirt((11, 3)))
+        self.assertEqual(qemu_argv.NUMATUNE_ADAPTATION, numatune)
+        self.assertIn('libvirt 11.3 says "host doesn\'t support passthrough '
+                      'of host PCI devices"', driver)
+
+
+class TestLibvirtRules(testtools.TestCase):
+    """Each measured libvirt release's rules, and those between."""
+
+    def test_measured_releases(self):
+        self.assertEqual("invalid PCI passthrough type 'default'",
+                         libvirt_rules.for_libvirt((9, 0)).no_driver_refusal)
+        self.assertFalse(libvirt_rules.for_libvirt((11, 3)).needs_vfio_host())
+        self.assertTrue(libvirt_rules.for_libvirt((12, 8)).needs_vfio_host())
+
+    def test_between_and_after(self):
+        self.assertEqual((9, 0), libvirt_rules.for_libvirt((10, 0)).since)
+        self.assertEqual((12, 8), libvirt_rules.for_libvirt((13, 1)).since)
+
+    def test_older_than_measured(self):
+        self.assertRaises(ValueError, libvirt_rules.for_libvirt, (8, 0))
