@@ -17,9 +17,16 @@
 The plain-text ``pci.ids`` of the PCI ID Repository, as pciutils reads it
 (Debian and Ubuntu: package ``pci.ids``; RHEL family: ``hwdata``), rather
 than udev's hwdb, which is compiled from the same file, often older, and
-only readable through libudev. Only the NVIDIA vendor section is kept:
-the file is large, so it is read once per discovery and no further than
-that section.
+only readable through libudev. Only the NVIDIA vendor section is kept,
+device and subsystem names (a TITAN V CEO Edition is named only on a
+subsystem line of the Quadro GV100's device ID): the file is large, so it
+is read once per discovery and parsed no further than that section.
+
+A file that names one device or subsystem twice in that section, or has
+a second NVIDIA section, is refused whole, as pciutils refuses it
+("Duplicate entry" at its line; ``lspci`` then shows numbers only): which
+of the two names is right cannot be told, and a name decides whether a
+GPU may have a clique.
 """
 
 from collections.abc import Iterable
@@ -39,6 +46,28 @@ MAX_SIZE = input_file.MAX_DOCUMENT
 
 _VENDOR = re.compile(r'^([0-9a-fA-F]{4})\s+(.*\S)')
 _DEVICE = re.compile(r'^\t([0-9a-fA-F]{4})\s+(.*\S)')
+_SUBSYSTEM = re.compile(r'^\t\t([0-9a-fA-F]{4})\s+([0-9a-fA-F]{4})\s+(.*\S)')
+_VERSION = re.compile(r'^#\s*Version:\s*(\S+)')
+
+#: (device, subsystem vendor, subsystem device).
+SubsystemKey = tuple[int, int, int]
+
+
+class DuplicateEntry(ValueError):
+    """The file names one ID twice; pciutils refuses it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Names:
+    """One vendor's device and subsystem names, and the file's version."""
+
+    #: Device ID -> name, as ``lspci`` prints it.
+    devices: dict[int, str] = dataclasses.field(default_factory=dict)
+    #: (device, subsystem vendor, subsystem device) -> name.
+    subsystems: dict[SubsystemKey, str] = dataclasses.field(
+        default_factory=dict)
+    #: The ``Version:`` of the file's header, where it has one.
+    version: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,28 +78,74 @@ class Database:
     path: str | None
     #: NVIDIA device ID -> name, as ``lspci`` prints it.
     names: dict[int, str] = dataclasses.field(default_factory=dict)
+    #: (device, subsystem vendor, subsystem device) -> name.
+    subsystems: dict[SubsystemKey, str] = dataclasses.field(
+        default_factory=dict)
     #: Why no names could be read; None when the file was read.
     error: str | None = None
+    #: The file's ``Version:`` (``2023.04.10``), where it says.
+    version: str | None = None
+
+    def subsystems_of(self, device: int) -> dict[tuple[int, int], str]:
+        """The named subsystems of one device, by (vendor, device)."""
+        return {(vendor, sub): name for (dev, vendor, sub), name
+                in self.subsystems.items() if dev == device}
+
+
+def _duplicate(number: int, what: str) -> DuplicateEntry:
+    return DuplicateEntry('Duplicate entry at line %d (%s named twice)'
+                          % (number, what))
 
 
 def parse(lines: Iterable[str],
-          vendor: int = model.NVIDIA_VENDOR_ID) -> dict[int, str]:
-    """Device ID -> name in ``vendor``'s section; stops after it."""
-    names: dict[int, str] = {}
-    inside = False
-    for line in lines:
-        if not line.strip() or line.startswith('#'):
+          vendor: int = model.NVIDIA_VENDOR_ID) -> Names:
+    """``vendor``'s device and subsystem names.
+
+    Raises :class:`DuplicateEntry` naming the line where an ID of that
+    vendor's section comes a second time, or a second section begins.
+    """
+    devices: dict[int, str] = {}
+    subsystems: dict[SubsystemKey, str] = {}
+    version = None
+    inside = done = False
+    device = None
+    for number, line in enumerate(lines, 1):
+        if done:
+            # Only a second section of the vendor matters after its end.
+            if line[:4].lower() == '%04x' % vendor and _VENDOR.match(line):
+                raise _duplicate(number, 'vendor %04x' % vendor)
+            continue
+        if line.startswith('#'):
+            found = version is None and _VERSION.match(line)
+            if found:
+                version = found.group(1)
+            continue
+        if not line.strip():
             continue
         vendor_line = _VENDOR.match(line)
         if vendor_line:
-            if inside:
-                break
+            done = inside
             inside = int(vendor_line.group(1), 16) == vendor
             continue
-        device_line = _DEVICE.match(line) if inside else None
+        if not inside:
+            continue
+        device_line = _DEVICE.match(line)
         if device_line:
-            names[int(device_line.group(1), 16)] = device_line.group(2)
-    return names
+            device = int(device_line.group(1), 16)
+            if device in devices:
+                raise _duplicate(number, 'device %04x:%04x'
+                                 % (vendor, device))
+            devices[device] = device_line.group(2)
+            continue
+        subsystem_line = _SUBSYSTEM.match(line)
+        if subsystem_line and device is not None:
+            key = (device, int(subsystem_line.group(1), 16),
+                   int(subsystem_line.group(2), 16))
+            if key in subsystems:
+                raise _duplicate(number, 'subsystem %04x:%04x of %04x:%04x'
+                                 % (key[1], key[2], vendor, device))
+            subsystems[key] = subsystem_line.group(3)
+    return Names(devices, subsystems, version)
 
 
 def read(path: str | None = None) -> Database:
@@ -82,7 +157,13 @@ def read(path: str | None = None) -> Database:
                             '(looked for %s)' % ', '.join(SEARCH_PATHS))
     try:
         text = input_file.read_text(path, MAX_SIZE, errors='replace')
-        return Database(path=path, names=parse(text.splitlines()))
     except OSError as exc:
         return Database(path=path, error='cannot read the PCI ID database '
                         '%s: %s' % (path, exc.strerror or exc))
+    try:
+        names = parse(text.splitlines())
+    except DuplicateEntry as exc:
+        return Database(path=path, error='the PCI ID database %s is refused '
+                        'as pciutils refuses it: %s' % (path, exc))
+    return Database(path=path, names=names.devices,
+                    subsystems=names.subsystems, version=names.version)
