@@ -147,11 +147,13 @@ class TestDatabase(testtools.TestCase):
                 self.fail('%s missing (package pci.ids; %s=1)'
                           % (SYSTEM_FILE, REQUIRE_TOOLS))
             self.skipTest('%s missing (package pci.ids)' % SYSTEM_FILE)
-        system = pci_ids.read(SYSTEM_FILE).names
+        system = pci_ids.read(SYSTEM_FILE)
         later = {L40S}
         for device, name in fixture_db().names.items():
-            if device not in later or device in system:
-                self.assertEqual(name, system.get(device), hex(device))
+            if device not in later or device in system.names:
+                self.assertEqual(name, system.names.get(device), hex(device))
+        for key, name in fixture_db().subsystems.items():
+            self.assertEqual(name, system.subsystems.get(key), key)
 
 
 class TestRule(testtools.TestCase):
