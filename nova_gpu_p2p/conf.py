@@ -190,10 +190,11 @@ OPTS = [
     cfg.BoolOpt(
         'allow_consumer_gpu_cliques',
         default=False,
-        help='Let GeForce and TITAN (consumer) GPUs, and GPUs that the PCI '
-             'ID database does not name, share GPUDirect P2P cliques. Off '
-             'by default: on consumer cards in a VM the NVIDIA driver '
-             'accepts the clique and nvidia-smi topo -p2p r says OK, but '
+        help='Let GeForce and TITAN (consumer) GPUs, and GPUs that nothing '
+             'identifies (neither the device, NVML nor the PCI ID '
+             'database), share GPUDirect P2P cliques. Off by default: on '
+             'consumer cards in a VM the NVIDIA driver accepts the clique '
+             'and nvidia-smi topo -p2p r says OK, but '
              'the peer mapping does not reach the peer, so NCCL hangs and '
              'copies return wrong data (NVIDIA/nccl#2335). Turn it on only '
              'after verifying P2P bandwidth and data inside a guest on '
