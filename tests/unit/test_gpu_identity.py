@@ -45,7 +45,6 @@ from nova_gpu_p2p.topology import pci_ids
 from nova_gpu_p2p import traits
 import tests
 from tests.fixtures import fake_fm
-from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder as b
 from tests.unit import test_cli
 from tests.unit import test_corpus
@@ -619,13 +618,12 @@ class B200BoardUnderFabricManager(fm_tests.BackendTestCase):
             self.assertEqual(0, rc, err)
             entries = [json.loads(line.split(' = ', 1)[1])
                        for line in out.splitlines()]
-            module = {address: m for m, address in hosts.HGX_MODULES.items()}
+            self.assertEqual({'0'}, {e['gpu_p2p_clique'] for e in entries})
             self.assertEqual(
                 {1: '1:8,2:4,4:2', 2: '1:8,2:4,4:2', 3: '1:8,2:4,5:2',
                  4: '1:8,2:4,5:2', 5: '1:8,3:4,6:2', 6: '1:8,3:4,6:2',
                  7: '1:8,3:4,7:2', 8: '1:8,3:4,7:2'},
-                {module[e['address']]: e['gpu_p2p_partitions']
-                 for e in entries})
+                test_cli.partitions_by_module(entries))
 
 
 class FakeBrands:
