@@ -30,7 +30,7 @@ import dataclasses
 import json
 import os
 import re
-import types
+import sys
 
 import fixtures
 import testtools
@@ -42,6 +42,7 @@ from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import nvml
 from nova_gpu_p2p.topology import pci_ids
+from nova_gpu_p2p.topology import sysfs
 from nova_gpu_p2p import traits
 import tests
 from tests.fixtures import fake_fm
@@ -49,6 +50,7 @@ from tests.fixtures import sysfs_builder as b
 from tests.unit import test_cli
 from tests.unit import test_corpus
 from tests.unit import test_fabricmanager_backend as fm_tests
+from tests.unit import test_module_ids
 
 REQUIRE_TOOLS = 'NOVA_GPU_P2P_REQUIRE_TOOLS'
 #: Where tools/fetch-pci-ids.sh puts each suite's file.
@@ -625,51 +627,74 @@ class B200BoardUnderFabricManager(fm_tests.BackendTestCase):
                  7: '1:8,3:4,7:2', 8: '1:8,3:4,7:2'},
                 test_cli.partitions_by_module(entries))
 
+    def test_nvml_brand_on_the_board(self):
+        """GPUs left on the nvidia driver: NVML's brand decides them."""
+        root = self.useFixture(b.SysfsTree(_hgx(b.nvidia_gpu('B200')))).root
+        gpus = fm_tests.GPUS
+        self.nvml(BrandedNvml({gpus[0]: 5, **{a: 2 for a in gpus[1:]}}))
+        found = discovery.discover(self.conf(
+            fake_fm.FakeFM(self.tmp, 'b200'), sysfs_root=root,
+            topology_backend='fabricmanager', p2p_level='NV'))
+        self.assertEqual([gpus[0]], sorted(found.kinds.barred))
+        self.assertEqual("NVML's brand is GeForce",
+                         found.kinds.models[gpus[0]].rule)
+        self.assertEqual({0}, {found.cliques.ids[a] for a in gpus[1:]})
 
-class FakeBrands:
-    """Just enough of pynvml for brands: handles are GPU addresses."""
+
+class BrandedNvml(test_module_ids.FakeNvml):
+    """The fakes of pynvml, with brands.
+
+    ``brands`` maps each GPU NVML sees to a brand number, or to None for
+    a query that fails.
+    """
 
     NVML_BRAND_TESLA = 2
     NVML_BRAND_GEFORCE = 5
     NVML_BRAND_GEFORCE_RTX = 15
 
-    class NVMLError(Exception):
-        pass
-
-    def __init__(self, brands: dict[str, int], branding: bool = True):
-        self.brands = brands
+    def __init__(self, brands: dict[str, int | None], branding: bool = True):
+        super().__init__({address: module for module, address in
+                          fm_tests.MODULES.items()
+                          if address in brands})
+        self.brand_of = brands
         if branding:
             # Absent from bindings older than the call.
             self.nvmlDeviceGetBrand = self._brand
 
-    def nvmlDeviceGetCount(self):
-        return len(self.brands)
-
-    def nvmlDeviceGetHandleByIndex(self, index):
-        return sorted(self.brands)[index]
-
-    def nvmlDeviceGetPciInfo(self, handle):
-        return types.SimpleNamespace(
-            busId=('0000' + handle.upper()).encode('ascii'))
-
     def _brand(self, handle):
-        if self.brands[handle] is None:
+        if self.brand_of[handle] is None:
             raise self.NVMLError('Not Supported')
-        return self.brands[handle]
+        return self.brand_of[handle]
 
 
 class TestNvmlBrands(testtools.TestCase):
 
     def test_brands_by_address(self):
-        fake = FakeBrands({'0000:03:00.0': 15, '0000:04:00.0': 2,
-                           '0000:05:00.0': None, '0000:06:00.0': 99,
-                           '0000:07:00.0': 5})
-        self.assertEqual(
-            {'0000:03:00.0': 'GeForce RTX', '0000:04:00.0': 'Tesla'},
-            nvml.brands(fake, {'0000:03:00.0', '0000:04:00.0',
-                               '0000:05:00.0', '0000:06:00.0'}))
+        gpus = fm_tests.GPUS
+        fake = BrandedNvml({gpus[0]: 15, gpus[1]: 2, gpus[2]: None,
+                            gpus[3]: 99, gpus[4]: 5})
+        self.assertEqual({gpus[0]: 'GeForce RTX', gpus[1]: 'Tesla'},
+                         nvml.brands(fake, set(gpus[:4])))
         self.assertEqual({}, nvml.brands(
-            FakeBrands(fake.brands, branding=False), {'0000:03:00.0'}))
+            BrandedNvml(fake.brand_of, branding=False), set(gpus)))
+
+    def test_the_backends_read_them(self):
+        """nvml in its session, fabricmanager in one of its own."""
+        gpus = fm_tests.GPUS
+        fake = BrandedNvml({gpus[0]: 5, **{a: 2 for a in gpus[1:]}})
+        self.useFixture(fixtures.MockPatchObject(sys, 'modules', dict(
+            sys.modules, pynvml=fake)))
+        conf = test_corpus.make_conf(
+            sysfs_root=test_corpus.tree('hgx-8gpu-nvswitch-2numa'))
+        found = discovery.evaluate(nvml.NvmlBackend(
+            conf, read_config=sysfs.read_config_direct).discover(), conf)
+        self.assertEqual('GeForce', found.topology.gpu_brands[gpus[0]])
+        self.assertEqual([gpus[0]], sorted(found.kinds.barred))
+        self.assertEqual("NVML's brand is Tesla",
+                         found.kinds.models[gpus[1]].rule)
+        self.assertEqual({'GeForce': 1, 'Tesla': 7}, {
+            brand: list(nvml.read_brands(found.topology).values()).count(
+                brand) for brand in ('GeForce', 'Tesla')})
 
     def test_brand_bars_and_is_kept_in_captures(self):
         topology = test_corpus.discover('hgx-8gpu-nvswitch-2numa')
