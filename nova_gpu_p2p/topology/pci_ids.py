@@ -29,7 +29,6 @@ of the two names is right cannot be told, and a name decides whether a
 GPU may have a clique.
 """
 
-from collections.abc import Iterable
 import dataclasses
 import os
 import re
@@ -44,10 +43,11 @@ SEARCH_PATHS = ('/usr/share/misc/pci.ids', '/usr/share/hwdata/pci.ids',
 #: The real file is about 1.4 MiB; anything far larger is not it.
 MAX_SIZE = input_file.MAX_DOCUMENT
 
-_VENDOR = re.compile(r'^([0-9a-fA-F]{4})\s+(.*\S)')
 _DEVICE = re.compile(r'^\t([0-9a-fA-F]{4})\s+(.*\S)')
 _SUBSYSTEM = re.compile(r'^\t\t([0-9a-fA-F]{4})\s+([0-9a-fA-F]{4})\s+(.*\S)')
-_VERSION = re.compile(r'^#\s*Version:\s*(\S+)')
+_VERSION = re.compile(r'^#\s*Version:\s*(\S+)', re.MULTILINE)
+#: A line that is no device, subsystem or comment: the next section.
+_SECTION_END = re.compile(r'^[^\t#\n]', re.MULTILINE)
 
 #: (device, subsystem vendor, subsystem device).
 SubsystemKey = tuple[int, int, int]
@@ -97,55 +97,54 @@ def _duplicate(number: int, what: str) -> DuplicateEntry:
                           % (number, what))
 
 
-def parse(lines: Iterable[str],
-          vendor: int = model.NVIDIA_VENDOR_ID) -> Names:
+def _vendor_line(vendor: int) -> re.Pattern:
+    return re.compile(r'^%04x\s' % vendor, re.MULTILINE | re.IGNORECASE)
+
+
+def _line_number(text: str, offset: int) -> int:
+    return text.count('\n', 0, offset) + 1
+
+
+def parse(text: str, vendor: int = model.NVIDIA_VENDOR_ID) -> Names:
     """``vendor``'s device and subsystem names.
 
-    Raises :class:`DuplicateEntry` naming the line where an ID of that
-    vendor's section comes a second time, or a second section begins.
+    Only that vendor's section is split into lines; the rest of the file
+    is searched, not parsed, for a second section. Raises
+    :class:`DuplicateEntry` naming the line where an ID of that section
+    comes a second time, or a second section begins.
     """
-    devices: dict[int, str] = {}
-    subsystems: dict[SubsystemKey, str] = {}
-    version = None
-    inside = done = False
+    version = _VERSION.search(text)
+    found = Names(version=version.group(1) if version else None)
+    section = _vendor_line(vendor).search(text)
+    if section is None:
+        return found
+    end = _SECTION_END.search(text, section.end())
+    end_offset = end.start() if end else len(text)
+    again = _vendor_line(vendor).search(text, end_offset)
+    if again is not None:
+        raise _duplicate(_line_number(text, again.start()),
+                         'vendor %04x' % vendor)
+    first = _line_number(text, section.start())
     device = None
-    for number, line in enumerate(lines, 1):
-        if done:
-            # Only a second section of the vendor matters after its end.
-            if line[:4].lower() == '%04x' % vendor and _VENDOR.match(line):
-                raise _duplicate(number, 'vendor %04x' % vendor)
-            continue
-        if line.startswith('#'):
-            found = version is None and _VERSION.match(line)
-            if found:
-                version = found.group(1)
-            continue
-        if not line.strip():
-            continue
-        vendor_line = _VENDOR.match(line)
-        if vendor_line:
-            done = inside
-            inside = int(vendor_line.group(1), 16) == vendor
-            continue
-        if not inside:
-            continue
+    lines = text[section.start():end_offset].splitlines()
+    for number, line in enumerate(lines[1:], first + 1):
         device_line = _DEVICE.match(line)
         if device_line:
             device = int(device_line.group(1), 16)
-            if device in devices:
+            if device in found.devices:
                 raise _duplicate(number, 'device %04x:%04x'
                                  % (vendor, device))
-            devices[device] = device_line.group(2)
+            found.devices[device] = device_line.group(2)
             continue
         subsystem_line = _SUBSYSTEM.match(line)
         if subsystem_line and device is not None:
             key = (device, int(subsystem_line.group(1), 16),
                    int(subsystem_line.group(2), 16))
-            if key in subsystems:
+            if key in found.subsystems:
                 raise _duplicate(number, 'subsystem %04x:%04x of %04x:%04x'
                                  % (key[1], key[2], vendor, device))
-            subsystems[key] = subsystem_line.group(3)
-    return Names(devices, subsystems, version)
+            found.subsystems[key] = subsystem_line.group(3)
+    return found
 
 
 def read(path: str | None = None) -> Database:
@@ -161,7 +160,7 @@ def read(path: str | None = None) -> Database:
         return Database(path=path, error='cannot read the PCI ID database '
                         '%s: %s' % (path, exc.strerror or exc))
     try:
-        names = parse(text.splitlines())
+        names = parse(text)
     except DuplicateEntry as exc:
         return Database(path=path, error='the PCI ID database %s is refused '
                         'as pciutils refuses it: %s' % (path, exc))

@@ -372,6 +372,19 @@ class TestDuplicates(testtools.TestCase):
                 'Duplicate entry at line %d (%s named twice)'
                 % (path, line, what), found.error)
 
+    def test_comments_and_no_section(self):
+        found = pci_ids.read(self.write(
+            '#\tVersion: 2099.01.01\n10de  NVIDIA\n# a comment\n'
+            '\t2901  GB100 [B200]\n#\t2901  commented out\n'
+            '\t\t10de 1999  B200 SXM\n1002  AMD\n\t2901  X\n'))
+        self.assertEqual(({0x2901: 'GB100 [B200]'},
+                          {(0x2901, 0x10de, 0x1999): 'B200 SXM'},
+                          '2099.01.01', None),
+                         (found.names, found.subsystems, found.version,
+                          found.error))
+        found = pci_ids.read(self.write('1002  AMD\n\t2684  X\n'))
+        self.assertEqual(({}, None), (found.names, found.error))
+
     def test_the_same_id_under_two_devices_is_no_duplicate(self):
         found = pci_ids.read(self.write(
             '10de  NVIDIA\n\t1dba  Q\n\t\t10de 12eb  T\n\t1db1  V\n'
@@ -420,6 +433,21 @@ class TestDebianDatabases(testtools.TestCase):
             # Named only as a subsystem, in all three.
             self.assertEqual('TITAN V CEO Edition', database.subsystems[
                 (0x1dba, 0x10de, 0x12eb)])
+
+    def test_a_duplicate_in_a_real_file_names_its_line(self):
+        database = real_db(self, 'bookworm')
+        with open(database.path, encoding='utf-8', errors='replace') as f:
+            lines = f.read().splitlines(True)
+        at = lines.index('\t2330  GH100[H100 SXM5 80GB]\n')
+        lines.insert(at + 1, '\t2330  GH100 [H100 SXM5 80GB]\n')
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'pci.ids')
+        with open(path, 'w', encoding='utf-8') as f:
+            f.writelines(lines)
+        self.assertEqual(
+            'the PCI ID database %s is refused as pciutils refuses it: '
+            'Duplicate entry at line %d (device 10de:2330 named twice)'
+            % (path, at + 2), pci_ids.read(path).error)
 
     def test_the_table_on_each_database(self):
         for suite in SUITES:
