@@ -46,6 +46,7 @@ from nova_gpu_p2p.topology import sysfs
 from nova_gpu_p2p import traits
 import tests
 from tests.fixtures import fake_fm
+from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder as b
 from tests.unit import test_cli
 from tests.unit import test_corpus
@@ -497,17 +498,6 @@ class TestDebianDatabases(testtools.TestCase):
         self.assertGreater(len(vendors['mobile GeForce']), 400)
 
 
-def _hgx(card: b.Endpoint) -> b.Host:
-    """The HGX corpus host's shape and addresses, with other GPUs."""
-    cx7 = b.mellanox_nic()
-    return b.Host(b.numa_nodes('0-55', '56-111'), (
-        b.root_complex(0x00, 0, b.switch(card, card, cx7),
-                       b.switch(card, card, cx7),
-                       b.switch(*[b.nvswitch()] * 4)),
-        b.root_complex(0x80, 1, b.switch(card, card, cx7),
-                       b.switch(card, card, cx7), b.nvme())))
-
-
 def _pair(card: b.Endpoint, other: b.Endpoint | None = None) -> b.Host:
     """Two cards behind one switch, two others behind another."""
     switches = [b.switch(card, card)]
@@ -622,7 +612,7 @@ class B200BoardUnderFabricManager(fm_tests.BackendTestCase):
     """
 
     def test_cliques_traits_and_partition_tags(self):
-        root = self.useFixture(b.SysfsTree(_hgx(b.nvidia_gpu('B200')))).root
+        root = self.useFixture(b.SysfsTree(hosts.HGX_B200)).root
         fm = fake_fm.FakeFM(self.tmp, 'b200')
         for database in debian_12_databases(self):
             self.assertNotIn(0x2901, pci_ids.read(database).names)
@@ -657,7 +647,7 @@ class B200BoardUnderFabricManager(fm_tests.BackendTestCase):
 
     def test_nvml_brand_on_the_board(self):
         """GPUs left on the nvidia driver: NVML's brand decides them."""
-        root = self.useFixture(b.SysfsTree(_hgx(b.nvidia_gpu('B200')))).root
+        root = self.useFixture(b.SysfsTree(hosts.HGX_B200)).root
         gpus = fm_tests.GPUS
         self.nvml(BrandedNvml({gpus[0]: 5, **{a: 2 for a in gpus[1:]}}))
         found = discovery.discover(self.conf(
