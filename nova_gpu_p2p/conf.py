@@ -22,6 +22,7 @@ from oslo_config import types
 
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import pci_address
+from nova_gpu_p2p.topology import consumer_gpus
 from nova_gpu_p2p.topology import host_cliques
 from nova_gpu_p2p.topology import pci_ids
 
@@ -100,6 +101,17 @@ class CliqueAssignment(_ParsedType):
 
     def _formatter(self, value) -> str:
         return '%s:%d' % value if isinstance(value, tuple) else str(value)
+
+
+class GpuModelId(_ParsedType):
+    """A ``trusted_gpu_models`` entry: ``10de:DEV[:SUBVENDOR:SUBDEV]``."""
+
+    TYPE_NAME = 'GPU model ID'
+
+    def __call__(self, value):
+        if isinstance(value, consumer_gpus.ModelId):
+            return value
+        return consumer_gpus.parse_model_id(str(value))
 
 
 class PCIHole64(_ParsedType):
@@ -267,20 +279,39 @@ OPTS = [
     cfg.BoolOpt(
         'allow_consumer_gpu_cliques',
         default=False,
-        help='Let GeForce and TITAN (consumer) GPUs, and GPUs that the PCI '
-             'ID database does not name, share GPUDirect P2P cliques. Off '
-             'by default: on consumer cards in a VM the NVIDIA driver '
-             'accepts the clique and nvidia-smi topo -p2p r says OK, but '
+        help='Let GeForce and TITAN (consumer) GPUs, and GPUs that nothing '
+             'identifies (neither the device, NVML nor the PCI ID '
+             'database), share GPUDirect P2P cliques. Off by default: on '
+             'consumer cards in a VM the NVIDIA driver accepts the clique '
+             'and nvidia-smi topo -p2p r says OK, but '
              'the peer mapping does not reach the peer, so NCCL hangs and '
              'copies return wrong data (NVIDIA/nccl#2335). Turn it on only '
              'after verifying P2P bandwidth and data inside a guest on '
              'these cards and driver. Also lifts the bar on clique_map '
              'entries for such GPUs.'),
+    cfg.ListOpt(
+        'trusted_gpu_models',
+        default=[],
+        item_type=GpuModelId(),
+        help='GPU models the operator vouches are no GeForce or TITAN, as '
+             'a comma separated list of vendor:device or '
+             'vendor:device:subvendor:subdevice IDs in hex, as lspci -nn '
+             'shows them (for example "10de:2bb1" or '
+             '"10de:2bb1:10de:204b"). For a GPU that neither NVML nor the '
+             'PCI ID database names and that is no 3D controller on an '
+             'NVIDIA board (a new workstation card, a data-center card in '
+             'display mode): it may then share cliques. Opens no GPU that '
+             'is known as a consumer GPU (by NVML\'s brand, its device or '
+             'subsystem name, or as a CMP mining card): only '
+             'allow_consumer_gpu_cliques does.'),
     cfg.Opt(
         'pci_ids_file',
         type=Path(),
         help='The PCI ID database (pci.ids, as lspci reads it) that names '
-             'the GPUs, so that consumer GPUs get no clique. Unset: the '
+             'the GPUs, so that consumer GPUs get no clique. A file that '
+             'names one NVIDIA device or subsystem twice is refused, as '
+             'pciutils refuses it, and GPUs are then judged without names. '
+             'Unset: the '
              'first that exists of %s (Debian and Ubuntu: package pci.ids; '
              'RHEL family: hwdata).' % ', '.join(pci_ids.SEARCH_PATHS)),
     cfg.StrOpt(

@@ -12,7 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Consumer GPUs: which GPUs may be promised P2P, as the database says.
+"""Consumer GPUs: which GPUs may be promised P2P, and which rule said so.
 
 The rule is :mod:`nova_gpu_p2p.topology.consumer_gpus`'s; this only
 reports it.
@@ -25,36 +25,56 @@ SUBJECT = 'consumer GPUs'
 _KIND = consumer_gpus.Kind
 
 
-def _names(kinds: consumer_gpus.GpuKinds, addresses: list[str]) -> str:
-    """``0000:01:00.0, 0000:02:00.0 (GeForce RTX 4090 (10de:2684))``."""
-    by_label: dict[str, list[str]] = {}
+def _by_rule(kinds: consumer_gpus.GpuKinds, addresses: list[str],
+             lift: bool = False) -> str:
+    """``0000:01:00.0, 0000:02:00.0 (GeForce RTX 4090 (10de:2684)): rule``.
+
+    GPUs of one model decided by one rule share a part.
+    """
+    groups: dict[tuple[str, str, str | None], list[str]] = {}
     for address in addresses:
-        by_label.setdefault(kinds.models[address].label, []).append(address)
-    return '; '.join('%s (%s)' % (', '.join(gpus), label)
-                     for label, gpus in by_label.items())
+        gpu = kinds.models[address]
+        groups.setdefault((gpu.label, gpu.rule, gpu.lift if lift else None),
+                          []).append(address)
+    return '; '.join('%s (%s): %s%s' % (', '.join(gpus), label, rule,
+                                        ' (to lift: %s)' % how if how else '')
+                     for (label, rule, how), gpus in groups.items())
+
+
+def _source(kinds: consumer_gpus.GpuKinds) -> str:
+    if kinds.database_error is not None:
+        return kinds.database_error
+    if kinds.database_version:
+        return 'names from %s, version %s' % (kinds.database,
+                                              kinds.database_version)
+    return 'names from %s' % kinds.database
 
 
 def check_consumer_gpus(kinds: consumer_gpus.GpuKinds
                         ) -> list[result.Check]:
-    """One row: every GPU professional, or which are not and what follows.
+    """One row: which GPUs are not professional, what follows, and why.
 
-    Nothing where the host has no NVIDIA GPU (the GPUs row says so).
+    Each GPU is named with the rule that decided it. Nothing where the
+    host has no NVIDIA GPU (the GPUs row says so).
     """
     if not kinds.models:
         return []
     consumer = kinds.of_kind(_KIND.CONSUMER)
     unknown = kinds.of_kind(_KIND.UNKNOWN)
-    source = ('names from %s' % kinds.database if kinds.database_error is None
-              else kinds.database_error)
+    professional = kinds.of_kind(_KIND.PROFESSIONAL)
     if not consumer and not unknown:
         return [result.success(SUBJECT, 'none: every GPU is a professional '
-                               'or data-center GPU (%s)' % source)]
+                               'or data-center GPU (%s): %s' % (
+                                   _source(kinds),
+                                   _by_rule(kinds, professional)))]
     found = []
     if consumer:
-        found.append('consumer GPUs %s' % _names(kinds, consumer))
+        found.append('consumer GPUs %s' % _by_rule(kinds, consumer,
+                                                   not kinds.allowed))
     if unknown:
-        found.append('GPUs not named by the PCI ID database %s (%s)'
-                     % (_names(kinds, unknown), source))
+        found.append('GPUs that may be consumer GPUs %s (%s)'
+                     % (_by_rule(kinds, unknown, not kinds.allowed),
+                        _source(kinds)))
     if kinds.allowed:
         return [result.warning(
             SUBJECT, '%s may share cliques: %s = true' % (
@@ -66,7 +86,9 @@ def check_consumer_gpus(kinds: consumer_gpus.GpuKinds
            'or return wrong data (%s)' % result.see(result.Doc.CONSUMER_GPUS))
     if unknown:
         fix = ('install or update the PCI ID database (%s), or name it with '
-               '[gpu_p2p] pci_ids_file' % result.see(result.Doc.CONSUMER_GPUS))
+               '[gpu_p2p] pci_ids_file; or vouch for the model in %s'
+               % (result.see(result.Doc.CONSUMER_GPUS),
+                  consumer_gpus.TRUST_OPTION))
     return [result.warning(
         SUBJECT, '%s get no clique and no P2P trait, so P2P flavors do not '
         'get them' % '; '.join(found), fix)]

@@ -90,10 +90,15 @@ _CONSUMER = {consumer_gpus.Kind.CONSUMER: True,
 
 
 def _model(result: host_gpus.HostGPUs, address: str) -> dict:
-    """A GPU's name, whether it is a consumer GPU, why it has no clique."""
+    """A GPU's name, kind, the rule that decided it, why it has no clique."""
     found = result.kinds.models.get(address)
     return {'name': found.name if found else None,
             'consumer': _CONSUMER[found.kind] if found else None,
+            'kind': found.kind.value if found else None,
+            'identity_rule': found.rule if found else None,
+            'subsystem': ('%04x:%04x' % found.subsystem
+                          if found and found.subsystem else None),
+            'brand': result.topology.gpu_brands.get(address),
             'no_clique': result.cliques.barred.get(address)}
 
 
@@ -167,6 +172,9 @@ def render_matrix(report: dict) -> str:
     lines.append('; '.join([legend] + [_LEGEND[mark] for mark in _LEGEND
                                        if mark in marks]))
     lines.extend(_nic_lines(report))
+    lines.extend('%s %s: %s GPU: %s' % (
+        labels[i], gpu['address'], gpu['kind'], gpu['identity_rule'])
+        for i, gpu in enumerate(gpus) if gpu['kind'])
     lines.append('traits: %s' % (' '.join(report['traits']) or '(none)'))
     lines.extend('note: %s' % finding for finding in report['findings'])
     return '\n'.join(lines)

@@ -54,6 +54,7 @@ def to_dict(topology: model.HostTopology) -> dict:
             [sorted(pair), capable]
             for pair, capable in topology.p2p_overrides.items()),
         'findings': list(topology.findings),
+        'gpu_brands': dict(sorted(topology.gpu_brands.items())),
     }
 
 
@@ -99,7 +100,8 @@ def from_dict(data: dict) -> model.HostTopology:
         config_space_read=data['config_space_read'],
         p2p_overrides={frozenset(pair): capable
                        for pair, capable in data['p2p_overrides']},
-        findings=findings)
+        findings=findings,
+        gpu_brands=dict(data.get('gpu_brands', {})))
 
 
 def save(topology: model.HostTopology, path: str) -> None:

@@ -29,9 +29,10 @@ from nova_gpu_p2p_guest import errors
 
 from nova_gpu_p2p.topology import model
 
-#: 2 added each function's ``acs_known``; version 1 captures still load.
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, FORMAT_VERSION)
+#: 2 added each function's ``acs_known``, 3 its subsystem IDs and the
+#: GPUs' NVML brands; older captures still load.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, FORMAT_VERSION)
 #: sysfs' spelling, which capture writes: lower case, 4 to 8 digit domain.
 _ADDRESS = '^[0-9a-f]{4,8}:[0-9a-f]{2}:[01][0-9a-f]\\.[0-7]$'
 
@@ -94,7 +95,9 @@ _FUNCTION = _record({
     'acs_known': _FLAG,
     'link_speed': _nullable(_TEXT),
     'link_width': _nullable(_integer(0, 32, 'PCIe lanes')),
-}, optional=('acs_known',))
+    'subsystem_vendor': _nullable(_ID16),
+    'subsystem_device': _nullable(_ID16),
+}, optional=('acs_known', 'subsystem_vendor', 'subsystem_device'))
 
 _NUMA_NODE = _record({
     'id': _integer(0, 4095, 'a host NUMA node'),
@@ -125,7 +128,12 @@ SCHEMA = {
              'description': 'a list of an address pair and true or false'},
             'overrides'),
         'findings': _list(_TEXT, 'findings'),
-    }, ()),
+        'gpu_brands': {'type': 'object',
+                       'propertyNames': {'pattern': _ADDRESS},
+                       'additionalProperties': _TEXT,
+                       'description': 'a mapping of GPU addresses to NVML '
+                                      'brand names'},
+    }, ('gpu_brands',)),
 }
 
 _VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -198,6 +206,8 @@ def _check_references(data: dict) -> None:
              for i, pair in enumerate(data['nvlink_pairs'])]
     pairs += [('p2p_overrides[%d][0]' % i, override[0])
               for i, override in enumerate(data['p2p_overrides'])]
+    pairs += [('gpu_brands', (address,))
+              for address in sorted(data.get('gpu_brands', {}))]
     for where, pair in pairs:
         for address in pair:
             if address not in listed:

@@ -54,7 +54,8 @@ def gpu_kinds(topology: model.HostTopology,
     """Which GPUs are consumer GPUs, and which may have no clique."""
     group = conf.gpu_p2p
     return consumer_gpus.judge(topology, pci_ids.read(group.pci_ids_file),
-                               group.allow_consumer_gpu_cliques)
+                               group.allow_consumer_gpu_cliques,
+                               tuple(group.trusted_gpu_models))
 
 
 def discover(conf: cfg.ConfigOpts,
@@ -83,4 +84,18 @@ def discover(conf: cfg.ConfigOpts,
     for finding in result.topology.findings + result.cliques.findings:
         if finding not in known:
             LOG.warning('GPU topology: %s', finding)
+    _log_identities(result.kinds,
+                    previous.kinds if previous is not None else None)
     return result
+
+
+def _log_identities(kinds: consumer_gpus.GpuKinds,
+                    previous: consumer_gpus.GpuKinds | None) -> None:
+    """Which rule decided each GPU's kind, at start and when it changes."""
+    before = previous.models if previous is not None else {}
+    for address, gpu in sorted(kinds.models.items()):
+        if before.get(address) != gpu:
+            LOG.info('GPU %s (%s) is a %s GPU: %s%s', address, gpu.label,
+                     gpu.kind.value, gpu.rule,
+                     '; to let it have a clique: %s' % gpu.lift
+                     if gpu.lift and not kinds.allowed else '')

@@ -34,6 +34,7 @@ from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import module_ids
+from nova_gpu_p2p.topology import nvml
 from nova_gpu_p2p.topology import static
 from nova_gpu_p2p.topology import sysfs
 
@@ -56,6 +57,7 @@ class FabricManagerBackend(sysfs.SysfsBackend):
         return dataclasses.replace(
             topology, fabric_partitions=found,
             nvlink_pairs=partitions.nvlink_pairs(found),
+            gpu_brands=nvml.read_brands(topology),
             findings=topology.findings + findings + dropped)
 
     def _modules(self, gpus: list[str]

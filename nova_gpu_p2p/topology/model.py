@@ -113,6 +113,10 @@ class PCIFunction:
     #: unknown. NCCL inside the guest weighs paths by them.
     link_speed: str | None = None
     link_width: int | None = None
+    #: Subsystem vendor and device: who built the board (NVIDIA: 10de),
+    #: which model it is; None where the backend cannot say.
+    subsystem_vendor: int | None = None
+    subsystem_device: int | None = None
 
     def __post_init__(self) -> None:
         if self.acs is not None and not self.acs_known:
@@ -183,6 +187,9 @@ class HostTopology:
     fabric_partitions: tuple[partitions.FabricPartition, ...] = ()
     #: Human-readable notes on what was odd or missing during discovery.
     findings: tuple[str, ...] = ()
+    #: GPU address -> NVML's brand of it (``GeForce``, ``Tesla``, ...),
+    #: for the GPUs NVML sees (nvml and fabricmanager backends).
+    gpu_brands: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def gpus(self) -> list[PCIFunction]:
         """NVIDIA display-class functions, in PCI address order."""

@@ -90,8 +90,61 @@ def devices(nvml: types.ModuleType) -> list[tuple[object, str]]:
     return found
 
 
+#: ``nvmlBrandType_t`` names (pynvml's ``NVML_BRAND_*``) as the rule of
+#: :mod:`~nova_gpu_p2p.topology.consumer_gpus` spells them. Looked up by
+#: name, so a binding lacking one leaves it out; an unknown value is
+#: no brand.
+BRANDS = {
+    'QUADRO': 'Quadro', 'TESLA': 'Tesla', 'NVS': 'NVS', 'GRID': 'GRID',
+    'GEFORCE': 'GeForce', 'TITAN': 'TITAN', 'NVIDIA_VAPPS': 'NVIDIA vApps',
+    'NVIDIA_VPC': 'NVIDIA VPC', 'NVIDIA_VCS': 'NVIDIA VCS',
+    'NVIDIA_VWS': 'NVIDIA RTX vWS', 'NVIDIA_CLOUD_GAMING': 'NVIDIA Cloud '
+    'Gaming', 'QUADRO_RTX': 'Quadro RTX', 'NVIDIA_RTX': 'NVIDIA RTX',
+    'NVIDIA': 'NVIDIA', 'GEFORCE_RTX': 'GeForce RTX',
+    'TITAN_RTX': 'TITAN RTX',
+}
+
+
+def brands(nvml: types.ModuleType,
+           known: set[str]) -> dict[str, str]:
+    """NVML's brand of each GPU it sees and sysfs knows, by address.
+
+    A GPU NVML cannot brand, or brands with a value this table lacks,
+    is left out: the PCI ID database and the device judge it.
+    """
+    names = {getattr(nvml, 'NVML_BRAND_' + key): name
+             for key, name in BRANDS.items()
+             if hasattr(nvml, 'NVML_BRAND_' + key)}
+    if not hasattr(nvml, 'nvmlDeviceGetBrand'):
+        return {}
+    try:
+        found = devices(nvml)
+    except nvml.NVMLError as exc:
+        LOG.debug('NVML cannot count GPUs: %s', exc)
+        return {}
+    result = {}
+    for handle, address in found:
+        try:
+            brand = names.get(nvml.nvmlDeviceGetBrand(handle))
+        except nvml.NVMLError as exc:
+            LOG.debug('NVML cannot brand %s: %s', address, exc)
+            continue
+        if brand is not None and address in known:
+            result[address] = brand
+    return result
+
+
+def read_brands(topology: model.HostTopology) -> dict[str, str]:
+    """:func:`brands` in a session of its own; none without NVML."""
+    try:
+        with session() as pynvml:
+            return brands(pynvml, {g.address for g in topology.gpus()})
+    except exception.NvmlUnavailable:
+        return {}
+
+
 class NvmlBackend(sysfs.SysfsBackend):
-    """The sysfs topology with ``nvlink_pairs`` filled in from NVML."""
+    """The sysfs topology with ``nvlink_pairs`` and GPU brands from NVML."""
 
     capabilities = backends.Capabilities()
 
@@ -100,9 +153,12 @@ class NvmlBackend(sysfs.SysfsBackend):
         try:
             with session() as pynvml:
                 pairs = _NvLinks(pynvml, topology).pairs()
+                found = brands(pynvml,
+                               {g.address for g in topology.gpus()})
         except exception.NvmlUnavailable as exc:
             return _add_finding(topology, NVML_UNAVAILABLE % exc)
-        return dataclasses.replace(topology, nvlink_pairs=pairs)
+        return dataclasses.replace(topology, nvlink_pairs=pairs,
+                                   gpu_brands=found)
 
 
 def _add_finding(topology: model.HostTopology,

@@ -160,6 +160,21 @@ def _link(path: str) -> dict[str, str | int | None]:
             'link_width': width if 0 < width <= MAX_LINK_WIDTH else None}
 
 
+def _subsystem(path: str) -> dict[str, int | None]:
+    """Who built the board and which it is; None where sysfs has no answer.
+
+    Read for every function, though only GPUs' are judged by them: the
+    kernel writes both files for every PCI function.
+    """
+    try:
+        return {'subsystem_vendor': _hex(os.path.join(path,
+                                                      'subsystem_vendor')),
+                'subsystem_device': _hex(os.path.join(path,
+                                                      'subsystem_device'))}
+    except (OSError, ValueError):
+        return {'subsystem_vendor': None, 'subsystem_device': None}
+
+
 def _link_name(path: str) -> str | None:
     try:
         return os.path.basename(os.readlink(path))
@@ -337,7 +352,7 @@ class SysfsBackend(backends.TopologyBackend):
             port_type=facts.port_type or model.PortType.ENDPOINT,
             acs=facts.acs,
             acs_known=facts.acs_known,
-            **_link(path))
+            **_link(path), **_subsystem(path))
 
     def _config_facts(self, path: str, address: str,
                       configs: Configs) -> pci_config.ConfigFacts:

@@ -24,6 +24,7 @@ domain start records what Fabric Manager had active at that moment.
 
 import json
 import os
+import sys
 
 import fixtures
 from nova import conf as nova_conf
@@ -32,10 +33,12 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 from lab import placement_scale
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p import outage
+from nova_gpu_p2p.topology import pci_ids
 from tests.cloud import fake_fabric
 from tests.cloud import nova_cloud as base
 from tests.cloud import scheduling
 from tests.fixtures import fake_fm
+from tests.fixtures import hosts
 from tests.functional import test_guest_config as layout
 
 CONF = nova_conf.CONF
@@ -90,6 +93,23 @@ class _FabricBase(scheduling.CliqueSchedulingBase):
         return [line for line in self.stdlog.logger.output.splitlines()
                 if text in line]
 
+    def check_each_size_on_exactly_its_partition(self):
+        servers = [self.boot_settled(self.flavor(gpus)) for gpus in (1, 2, 4)]
+        held = [self.assert_started_on_its_partition(s) for s in servers]
+        self.assertEqual([1, 2, 4], [len(PARTITIONS_BY_ID[p].gpus)
+                                     for p in held])
+        self.assertEqual(set(held), self.fm.active())
+        for server in servers:
+            # Nova's managed hostdevs: libvirt moves each GPU from nvidia
+            # to vfio-pci as the domain starts, and back as it stops.
+            hostdevs = self.domain_xml(server).findall(
+                "./devices/hostdev[@type='pci']")
+            self.assertEqual({'yes'}, {h.get('managed') for h in hostdevs})
+        for server in servers:
+            self.delete(server)
+        self.assertEqual(set(), self.fm.active())
+        self.assert_not_rescheduled()
+
 
 class WholeBoardTest(_FabricBase):
     """Eight GPUs of eight: Nova's PCI tracker, not placement, picks.
@@ -113,21 +133,7 @@ class WholeBoardTest(_FabricBase):
 class FabricPartitionsTest(_FabricBase):
 
     def test_each_size_on_exactly_its_partition(self):
-        servers = [self.boot_settled(self.flavor(gpus)) for gpus in (1, 2, 4)]
-        held = [self.assert_started_on_its_partition(s) for s in servers]
-        self.assertEqual([1, 2, 4], [len(PARTITIONS_BY_ID[p].gpus)
-                                     for p in held])
-        self.assertEqual(set(held), self.fm.active())
-        for server in servers:
-            # Nova's managed hostdevs: libvirt moves each GPU from nvidia
-            # to vfio-pci as the domain starts, and back as it stops.
-            hostdevs = self.domain_xml(server).findall(
-                "./devices/hostdev[@type='pci']")
-            self.assertEqual({'yes'}, {h.get('managed') for h in hostdevs})
-        for server in servers:
-            self.delete(server)
-        self.assertEqual(set(), self.fm.active())
-        self.assert_not_rescheduled()
+        self.check_each_size_on_exactly_its_partition()
 
     def test_stale_partition_refuses_then_is_cleared(self):
         self.fm.force_active(0)  # the whole board, behind Nova's back
@@ -227,3 +233,35 @@ class FabricPartitionsTest(_FabricBase):
             self.assert_started_on_its_partition(server)
         self.assertEqual(held, self.fm.active())
         self.assertEqual([], self.log_lines(LOST))
+
+
+#: The B200 board's partitions, numbered from 1 as NVIDIA numbers them.
+B200_PARTITIONS, _ = partitions.to_addresses(
+    fake_fm.B200_PARTITIONS.items(), hosts.HGX_MODULES)
+
+
+class B200BoardTest(_FabricBase):
+    """An HGX B200 board, named from Debian 12's PCI ID database.
+
+    That database (the tests' lines of it) does not name 10de:2901; the
+    GPUs are 3D controllers on NVIDIA's boards, so they keep their
+    cliques and partition tags by default, and each size gets exactly its
+    partition.
+    """
+
+    def setUp(self):
+        for module, name, value in (
+                (hosts, 'HOSTS', dict(hosts.HOSTS, **{
+                    scheduling.HGX_HOST: hosts.HGX_B200})),
+                (fake_fabric, 'BOARD', 'b200'),
+                (scheduling, 'PARTITIONS', B200_PARTITIONS),
+                (sys.modules[__name__], 'PARTITIONS', B200_PARTITIONS),
+                (sys.modules[__name__], 'PARTITIONS_BY_ID',
+                 {p.id: p for p in B200_PARTITIONS})):
+            self.useFixture(fixtures.MockPatchObject(module, name, value))
+        super().setUp()
+
+    def test_each_size_on_exactly_its_partition(self):
+        self.assertNotIn(
+            0x2901, pci_ids.read(CONF.gpu_p2p.pci_ids_file).names)
+        self.check_each_size_on_exactly_its_partition()

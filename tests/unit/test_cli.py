@@ -111,6 +111,12 @@ def run(*argv: str) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
+def partitions_by_module(entries: list[dict]) -> dict[int, str]:
+    """The HGX host's device_spec entries' partition tags, by module ID."""
+    module = {address: m for m, address in hosts.HGX_MODULES.items()}
+    return {module[e['address']]: e['gpu_p2p_partitions'] for e in entries}
+
+
 class CLITestCase(testtools.TestCase):
 
     def setUp(self):
@@ -588,12 +594,11 @@ class TestTopologyReport(CLITestCase):
         self.assertEqual(0, rc, err)
         entries = [json.loads(line.split(' = ', 1)[1])
                    for line in out.splitlines()]
-        module = {address: m for m, address in hosts.HGX_MODULES.items()}
         self.assertEqual(
             {1: '0:8,1:4,3:2', 2: '0:8,1:4,4:2', 3: '0:8,1:4,3:2',
              4: '0:8,1:4,4:2', 5: '0:8,2:4,5:2', 6: '0:8,2:4,6:2',
              7: '0:8,2:4,5:2', 8: '0:8,2:4,6:2'},
-            {module[e['address']]: e['gpu_p2p_partitions'] for e in entries})
+            partitions_by_module(entries))
         self.assertEqual({'0'}, {e['gpu_p2p_clique'] for e in entries})
         # The first in address order, 0000:03:00.0, is module 2.
         self.assertEqual(

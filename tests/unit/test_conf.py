@@ -72,6 +72,7 @@ class TestDefaults(ConfTestCase):
              'clique_fit_weight_multiplier', 'report_traits',
              'fabric_manager_address', 'fabric_manager_library',
              'module_id_file', 'allow_consumer_gpu_cliques',
+             'trusted_gpu_models',
              'pci_ids_file', 'candidates_per_host'},
             {opt.dest for opt in opts})
         for opt in opts:
@@ -113,6 +114,14 @@ class TestGoodValues(ConfTestCase):
             opts = self.load('fabric_manager_address = %s' % text)
             conf.validate(opts)
             self.assertEqual(text, opts.gpu_p2p.fabric_manager_address)
+
+    def test_trusted_gpu_models(self):
+        opts = self.load('trusted_gpu_models = 10de:2BB1, '
+                         '10de:2bb5:10de:204e')
+        conf.validate(opts)
+        self.assertEqual(['10de:2bb1', '10de:2bb5:10de:204e'],
+                         [str(m) for m in opts.gpu_p2p.trusted_gpu_models])
+        self.assertEqual([], self.load('').gpu_p2p.trusted_gpu_models)
 
     def test_static_backend_with_file(self):
         backends.validate(self.load('topology_backend = static\n'
@@ -165,6 +174,17 @@ class TestBadValues(ConfTestCase):
         self.assertRefused('pcihole64 = big', 'pcihole64', "'big'",
                            'auto, off or a size in GiB')
         self.assertRefused('pcihole64 = 0', 'pcihole64', 'at least 1 GiB')
+
+    def test_trusted_gpu_models(self):
+        for text in ('2bb1', '10de:2bb1:10de', '10de:2bb1:10de:204e:0',
+                     'nvidia:2bb1', '10de-2bb1', 'GeForce'):
+            self.assertRefused('trusted_gpu_models = %s' % text,
+                               'trusted_gpu_models', "'%s'" % text,
+                               'vendor:device or '
+                               'vendor:device:subvendor:subdevice')
+        self.assertRefused('trusted_gpu_models = 1002:744c',
+                           'trusted_gpu_models', "'1002:744c' is not an "
+                           "NVIDIA GPU: only vendor 10de GPUs get cliques")
 
     def test_booleans(self):
         self.assertRefused('report_traits = maybe', 'report_traits')

@@ -147,11 +147,13 @@ class TestDatabase(testtools.TestCase):
                 self.fail('%s missing (package pci.ids; %s=1)'
                           % (SYSTEM_FILE, REQUIRE_TOOLS))
             self.skipTest('%s missing (package pci.ids)' % SYSTEM_FILE)
-        system = pci_ids.read(SYSTEM_FILE).names
+        system = pci_ids.read(SYSTEM_FILE)
         later = {L40S}
         for device, name in fixture_db().names.items():
-            if device not in later or device in system:
-                self.assertEqual(name, system.get(device), hex(device))
+            if device not in later or device in system.names:
+                self.assertEqual(name, system.names.get(device), hex(device))
+        for key, name in fixture_db().subsystems.items():
+            self.assertEqual(name, system.subsystems.get(key), key)
 
 
 class TestRule(testtools.TestCase):
@@ -161,39 +163,49 @@ class TestRule(testtools.TestCase):
         names = fixture_db().names
         for device in (RTX4090, RTX3090, RTX3050, TITAN_RTX, TITAN_V,
                        GTX_TITAN_LE, QUADRO_GEFORCE):
-            self.assertIs(cg.Kind.CONSUMER, cg.kind_of(names[device]),
-                          names[device])
+            self.assertTrue(cg.consumer_name(names[device]), names[device])
         for device in (RTX6000_ADA, L40S, H100, A6000, TESLA_P40):
-            self.assertIs(cg.Kind.PROFESSIONAL, cg.kind_of(names[device]),
-                          names[device])
-        self.assertIs(cg.Kind.UNKNOWN, cg.kind_of(None))
+            self.assertFalse(cg.consumer_name(names[device]), names[device])
+        self.assertFalse(cg.consumer_name(None))
 
     def test_judge_bars_consumer_and_unknown(self):
+        """Display controllers, no subsystem known: the names decide."""
         kinds = cg.judge(_host(RTX4090, RTX6000_ADA, B200), fixture_db(),
                          allow=False)
         self.assertEqual(
-            {A: cg.GpuModel(RTX4090, 'AD102 [GeForce RTX 4090]',
-                            cg.Kind.CONSUMER),
-             B: cg.GpuModel(RTX6000_ADA,
-                            'AD102GL [L6000 / RTX 6000 Ada Generation]',
-                            cg.Kind.PROFESSIONAL),
-             C: cg.GpuModel(B200, None, cg.Kind.UNKNOWN)}, kinds.models)
+            {A: (RTX4090, 'AD102 [GeForce RTX 4090]', cg.Kind.CONSUMER,
+                 "the PCI ID database names the device 'AD102 [GeForce RTX "
+                 "4090]'"),
+             B: (RTX6000_ADA, 'AD102GL [L6000 / RTX 6000 Ada Generation]',
+                 cg.Kind.PROFESSIONAL,
+                 "the PCI ID database names the device 'AD102GL [L6000 / "
+                 "RTX 6000 Ada Generation]'"),
+             C: (B200, None, cg.Kind.UNKNOWN,
+                 'a display controller (class 0x0300) whose board maker '
+                 '(subsystem) is unknown, that neither NVML nor the PCI ID '
+                 'database names (not listed in %s)' % tests.PCI_IDS)},
+            {a: (m.device, m.name, m.kind, m.rule)
+             for a, m in kinds.models.items()})
         self.assertEqual([A, C], sorted(kinds.barred))
         self.assertEqual(
-            'AD102 [GeForce RTX 4090] (10de:2684) is a consumer GPU '
-            '(GeForce or TITAN): GPUDirect P2P between such GPUs in a VM '
-            'can hang NCCL or return wrong data; set [gpu_p2p] '
-            'allow_consumer_gpu_cliques = true only after verifying P2P '
-            'on these cards and driver', kinds.barred[A])
+            "AD102 [GeForce RTX 4090] (10de:2684) is a consumer GPU "
+            "(GeForce or TITAN): the PCI ID database names the device "
+            "'AD102 [GeForce RTX 4090]'; GPUDirect P2P between such GPUs "
+            "in a VM can hang NCCL or return wrong data; set [gpu_p2p] "
+            "allow_consumer_gpu_cliques = true, only after verifying P2P "
+            "bandwidth and data inside a guest on these cards and driver",
+            kinds.barred[A])
         self.assertEqual(
-            '10de:2901 is not named by the PCI ID database (not listed in '
-            '%s), so whether it is a consumer GPU is unknown; install or '
-            'update the database (see troubleshooting: Consumer GPUs) or '
-            'set [gpu_p2p] allow_consumer_gpu_cliques = true'
-            % tests.PCI_IDS, kinds.barred[C])
-        self.assertEqual((tests.PCI_IDS, None, False),
+            '10de:2901 may be a consumer GPU: a display controller (class '
+            '0x0300) whose board maker (subsystem) is unknown, that '
+            'neither NVML nor the PCI ID database names (not listed in '
+            '%s); install a PCI ID database that names it (see '
+            'troubleshooting: Consumer GPUs), or, once you know it is no '
+            'GeForce or TITAN, add 10de:2901 to [gpu_p2p] '
+            'trusted_gpu_models' % tests.PCI_IDS, kinds.barred[C])
+        self.assertEqual((tests.PCI_IDS, None, False, '2023.04.10'),
                          (kinds.database, kinds.database_error,
-                          kinds.allowed))
+                          kinds.allowed, kinds.database_version))
 
     def test_no_database_every_gpu_unknown(self):
         missing = pci_ids.read('/nonexistent/pci.ids')
@@ -384,7 +396,14 @@ class TestDiscovery(testtools.TestCase):
             sysfs_root=test_corpus.tree('geforce-switch-pair'))
         found = discovery.discover(opts)
         discovery.discover(opts, found)
-        self.assertEqual(1, log.output.count('is a consumer GPU'))
+        self.assertEqual(1, log.output.count('get no clique'))
+        # And which rule decided each GPU, once.
+        for address in (A, B):
+            self.assertEqual(1, log.output.count(
+                "GPU %s (AD102 [GeForce RTX 4090] (10de:2684)) is a "
+                "consumer GPU: the PCI ID database names the device 'AD102 "
+                "[GeForce RTX 4090]'; to let it have a clique: set "
+                "[gpu_p2p] allow_consumer_gpu_cliques = true" % address))
 
 
 class TestCheckRow(testtools.TestCase):
@@ -396,28 +415,40 @@ class TestCheckRow(testtools.TestCase):
     def test_professional_only(self):
         self.assertEqual([result.success(
             check.SUBJECT, 'none: every GPU is a professional or '
-            'data-center GPU (names from %s)' % tests.PCI_IDS)],
+            "data-center GPU (names from %s, version 2023.04.10): %s "
+            "(GH100[H100 SXM5 80GB] (10de:2330)): the PCI ID database "
+            "names the device 'GH100[H100 SXM5 80GB]'; %s (AD102GL [L40S] "
+            "(10de:26b9)): the PCI ID database names the device 'AD102GL "
+            "[L40S]'" % (tests.PCI_IDS, A, B))],
             check.check_consumer_gpus(self.kinds(H100, L40S)))
 
     def test_consumer_gpus_need_no_fix_but_say_why(self):
         [row] = check.check_consumer_gpus(self.kinds(RTX4090, RTX4090))
         self.assertEqual(result.Code.WARNING, row.code)
         self.assertEqual(
-            'consumer GPUs %s, %s (AD102 [GeForce RTX 4090] (10de:2684)) '
-            'get no clique and no P2P trait, so P2P flavors do not get '
-            'them' % (A, B), row.message)
+            "consumer GPUs %s, %s (AD102 [GeForce RTX 4090] (10de:2684)): "
+            "the PCI ID database names the device 'AD102 [GeForce RTX "
+            "4090]' (to lift: set [gpu_p2p] allow_consumer_gpu_cliques = "
+            "true, only after verifying P2P bandwidth and data inside a "
+            "guest on these cards and driver) get no clique and no P2P "
+            "trait, so P2P flavors do not get them" % (A, B), row.message)
         self.assertIn('see troubleshooting: Consumer GPUs', row.fix)
 
     def test_unknown_gpus_name_the_package(self):
         missing = pci_ids.read('/nonexistent/pci.ids')
         [row] = check.check_consumer_gpus(
             self.kinds(H100, database=missing))
-        self.assertIn('GPUs not named by the PCI ID database %s '
-                      '(10de:2330) (cannot read the PCI ID database '
-                      '/nonexistent/pci.ids' % A, row.message)
+        self.assertIn('GPUs that may be consumer GPUs %s (10de:2330): a '
+                      'display controller (class 0x0300) whose board maker '
+                      '(subsystem) is unknown, that neither NVML nor the '
+                      'PCI ID database names (cannot read the PCI ID '
+                      'database /nonexistent/pci.ids' % A, row.message)
+        self.assertIn('add 10de:2330 to [gpu_p2p] trusted_gpu_models',
+                      row.message)
         self.assertEqual('install or update the PCI ID database (see '
                          'troubleshooting: Consumer GPUs), or name it with '
-                         '[gpu_p2p] pci_ids_file', row.fix)
+                         '[gpu_p2p] pci_ids_file; or vouch for the model in '
+                         '[gpu_p2p] trusted_gpu_models', row.fix)
 
     def test_allowed_stays_a_warning(self):
         [row] = check.check_consumer_gpus(

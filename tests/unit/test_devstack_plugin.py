@@ -130,6 +130,7 @@ OPTION_VALUES = {
     'fabric_manager_library': '/opt/nvidia/libnvfm.so.1',
     'module_id_file': '/srv/module_ids.json',
     'allow_consumer_gpu_cliques': 'True',
+    'trusted_gpu_models': '10de:2bb1,10de:2bb5:10de:204e',
     'pci_ids_file': '/usr/share/hwdata/pci.ids',
     'candidates_per_host': '5',
 }
