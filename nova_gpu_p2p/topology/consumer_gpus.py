@@ -62,6 +62,8 @@ import dataclasses
 import enum
 import re
 
+from nova_gpu_p2p_guest import errors
+
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import pci_ids
 
@@ -120,14 +122,14 @@ def parse_model_id(text: str) -> ModelId:
     match = _MODEL_ID.match(text.strip())
     if match is None:
         raise ValueError(
-            "'%s' is not vendor:device or vendor:device:subvendor:subdevice "
+            "%s is not vendor:device or vendor:device:subvendor:subdevice "
             "in hex, as lspci -nn shows them (for example 10de:2bb1 or "
-            "10de:2bb1:10de:204b)" % text.strip())
+            "10de:2bb1:10de:204b)" % errors.quoted(text.strip()))
     vendor, device, sub_vendor, sub_device = (
         None if part is None else int(part, 16) for part in match.groups())
     if vendor != model.NVIDIA_VENDOR_ID:
-        raise ValueError("'%s' is not an NVIDIA GPU: only vendor %s GPUs "
-                         "get cliques" % (text.strip(),
+        raise ValueError("%s is not an NVIDIA GPU: only vendor %s GPUs "
+                         "get cliques" % (errors.quoted(text.strip()),
                                           model.NVIDIA_VENDOR_HEX))
     return ModelId(vendor, device, None if sub_vendor is None
                    else (sub_vendor, sub_device))

@@ -167,10 +167,10 @@ def _subsystem(path: str) -> dict[str, int | None]:
     kernel writes both files for every PCI function.
     """
     try:
-        return {'subsystem_vendor': _hex(os.path.join(path,
-                                                      'subsystem_vendor')),
-                'subsystem_device': _hex(os.path.join(path,
-                                                      'subsystem_device'))}
+        return {'subsystem_vendor': _hex(
+                    os.path.join(path, 'subsystem_vendor'), 16),
+                'subsystem_device': _hex(
+                    os.path.join(path, 'subsystem_device'), 16)}
     except (OSError, ValueError):
         return {'subsystem_vendor': None, 'subsystem_device': None}
 
