@@ -55,6 +55,11 @@ UNREADABLE_CONFIG = (
     'route GPUs behind a PCIe switch count as PHB at best; switch port '
     'types are inferred from the tree. Let nova-compute\'s privsep daemon '
     'start (it needs CAP_SYS_ADMIN), or run the CLI with sudo')
+NO_ANSWER = (
+    '%s: PCI config space reads all 0xff (the device does not answer: '
+    'gone, in reset or powered off): its ACS settings are unknown and '
+    'treated as P2P Request Redirect on; find out why it does not answer '
+    '(dmesg, lspci -vvv -s ADDRESS) and run discovery again')
 
 ConfigReader = Callable[[str, int], bytes]
 #: Config space by address: bytes, None for a device that vanished, or
@@ -177,6 +182,7 @@ class SysfsBackend(backends.TopologyBackend):
         super().__init__(conf)
         self.root = conf.gpu_p2p.sysfs_root
         self.read_config = read_config
+        self._unanswered: list[str] = []
 
     def discover(self) -> model.HostTopology:
         devices = os.path.join(self.root, 'bus', 'pci', 'devices')
@@ -187,6 +193,7 @@ class SysfsBackend(backends.TopologyBackend):
                 'cannot list PCI devices in %s: %s' % (devices, exc))
         functions: dict[str, model.PCIFunction] = {}
         self._config_ok = True
+        self._unanswered = []
         skipped: dict[str, OSError | ValueError] = {}
         located: dict[str, tuple[str, int]] = {}
         for address in entries:
@@ -219,6 +226,8 @@ class SysfsBackend(backends.TopologyBackend):
         functions = _infer_port_types(functions)
         if not self._config_ok:
             findings.append(UNREADABLE_CONFIG)
+        findings.extend(NO_ANSWER % address
+                        for address in sorted(self._unanswered))
         return model.HostTopology(
             functions=functions,
             numa_nodes=self._numa_nodes(findings),
@@ -310,6 +319,8 @@ class SysfsBackend(backends.TopologyBackend):
             raise FileNotFoundError(errno.ENOENT, 'no such device any more',
                                     config)
         if isinstance(data, bytes) and len(data) > 64:
+            if not pci_config.answered(data):
+                self._unanswered.append(address)
             return pci_config.parse(data)
         if isinstance(data, str) and data:
             LOG.debug('privileged read of %s failed: %s', config, data)
@@ -320,7 +331,7 @@ class SysfsBackend(backends.TopologyBackend):
         base = os.path.join(self.root, 'devices', 'system', 'node')
         try:
             names = [n for n in os.listdir(base)
-                     if re.match(r'^node\d+$', n)]
+                     if re.fullmatch('node[0-9]+', n)]
         except OSError:
             findings.append('no NUMA information in %s: one node assumed'
                             % base)
