@@ -17,6 +17,7 @@
 from oslo_config import cfg
 from oslo_config import types
 
+from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.topology import host_cliques
@@ -63,10 +64,10 @@ class CliqueAssignment(_ParsedType):
         if isinstance(value, tuple):
             return value
         address, sep, clique = value.strip().rpartition(':')
-        if not sep or not clique.isdigit():
+        clique_id = ascii_decimal.parse(clique)
+        if not sep or clique_id is None:
             raise ValueError(
                 f"'{value}' is not BDF:ID (for example 0000:81:00.0:0)")
-        clique_id = int(clique)
         if clique_id > host_cliques.MAX_CLIQUE_ID:
             raise ValueError(
                 f"clique ID {clique_id} in '{value}' is out of range: QEMU "
@@ -90,11 +91,11 @@ class PCIHole64(_ParsedType):
             text = str(value).strip()
             if text in self.CHOICES:
                 return text
-            if not text.isdigit():
+            size = ascii_decimal.parse(text)
+            if size is None:
                 raise ValueError(
                     f"'{value}' is not auto, off or a size in GiB "
                     f"(a positive integer)")
-            size = int(text)
         if size < 1:
             raise ValueError(
                 f"pcihole64 size must be at least 1 GiB, got {size}")
@@ -115,8 +116,9 @@ class FabricManagerAddress(_ParsedType):
         if text.startswith('/'):
             return text
         host, sep, port = text.rpartition(':')
+        number = ascii_decimal.parse(port)
         if (not sep or not host or any(c.isspace() for c in host)
-                or not port.isdigit() or not 1 <= int(port) <= 65535):
+                or number is None or not 1 <= number <= 65535):
             raise ValueError(
                 f"'{value}' is neither HOST:PORT with a port from 1 to "
                 f"65535 (for example 127.0.0.1:6666) nor an absolute Unix "

@@ -19,6 +19,7 @@
 import argparse
 import os
 
+from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p.checks import environment
 from nova_gpu_p2p.checks import fabric
 from nova_gpu_p2p.checks import host
@@ -36,7 +37,7 @@ from nova_gpu_p2p.topology import sysfs
 
 def _version_arg(text: str) -> versions.Version:
     version = versions.parse_version(text)
-    if version is None or not text.strip()[:1].isdigit():
+    if version is None or ascii_decimal.parse(text.strip()[:1]) is None:
         raise argparse.ArgumentTypeError('%r is not a version such as '
                                          '11.3.0' % text)
     return version

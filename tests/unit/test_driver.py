@@ -816,6 +816,19 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
              % device_spec_tags.entry(GPU_B, 0)],
             self.log.output.splitlines())
 
+    def test_unicode_digit_tag_is_a_warning_not_an_error(self):
+        # Issue 35 item 5: '\u00b2'.isdigit() is true and int() refuses
+        # it; every periodic update raised, and placement went stale.
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        self.conf.config(group='pci', device_spec=[json.dumps(
+            {'address': GPU_A, 'gpu_p2p_clique': '\u00b2',
+             'traits': 'CUSTOM_GPU_P2P_CLIQUE_ID_0'})])
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.assertIn(t.P2P, self.update())
+        self.assertIn('GPU P2P: GPU %s is in clique 0' % GPU_A,
+                      self.log.output)
+
 
 class TestNovaHooksWithProviderTree(testtools.TestCase):
 

@@ -27,6 +27,8 @@ import shutil
 import fixtures
 import testtools
 
+from nova_gpu_p2p import ascii_decimal
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import model
@@ -35,8 +37,10 @@ from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import deadline
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
+from tests.unit import test_check_command
 from tests.unit import test_cli
 from tests.unit import test_corpus
+from tests.unit import test_scheduler
 
 CASES = 40
 HOST = 'mixed-vendors-nic'
@@ -137,3 +141,85 @@ class TestFuzzInputs(testtools.TestCase):
                 read_config=sysfs.read_config_direct)
             self.assertDiscovers(backend.discover, seed)
             shutil.rmtree(root)
+
+
+#: Numbers as people and attackers type them: Unicode digits (which
+#: str.isdigit() accepts and int() refuses or reads), signs, spaces,
+#: separators, and more digits than int() converts.
+NUMBER_INPUTS = ('\u00b2', '\u0663', '\uff11', '0\u00b2', '\U0001d7ce', '+1',
+                 '-1', ' 1', '1 ', '1_0', '0x1', '1e1', '', '9' * 5000,
+                 '\u0661\u0665')
+
+
+class TestTagNumbers(testtools.TestCase):
+    """Issue 35 item 5: numbers in tags are ASCII decimal, one rule."""
+
+    def test_ascii_decimal(self):
+        self.assertEqual(0, ascii_decimal.parse('0'))
+        self.assertEqual(15, ascii_decimal.parse('15'))
+        for text in NUMBER_INPUTS + (None, 7, b'7'):
+            self.assertIsNone(ascii_decimal.parse(text), repr(text))
+
+    def test_unicode_digit_in_clique_tag_is_no_clique(self):
+        # '\u00b2'.isdigit() is true and int() refuses it: a ValueError
+        # in nova-compute's periodic and the scheduler filter.
+        for text in NUMBER_INPUTS:
+            self.assertIsNone(device_spec_tags.tag_clique(
+                {device_spec_tags.CLIQUE_TAG: text}), repr(text))
+
+    def test_unicode_digit_in_partitions_tag_is_no_partition(self):
+        for text in NUMBER_INPUTS:
+            for value in ('%s:2' % text, '1:%s' % text, '1:2,%s:4' % text):
+                self.assertEqual({}, device_spec_tags.tag_partitions(
+                    {device_spec_tags.PARTITIONS_TAG: value}), repr(value))
+
+    def test_random_tags_never_raise(self):
+        rng = random.Random(35)
+        alphabet = '0123456789:,' + ''.join(
+            text[:1] for text in NUMBER_INPUTS if text)
+        for _ in range(500):
+            value = ''.join(rng.choice(alphabet)
+                            for _ in range(rng.randrange(8)))
+            tags = {device_spec_tags.CLIQUE_TAG: value,
+                    device_spec_tags.PARTITIONS_TAG: value}
+            clique = device_spec_tags.tag_clique(tags)
+            self.assertTrue(clique is None or 0 <= clique <= 15, value)
+            partitions = device_spec_tags.tag_partitions(tags)
+            self.assertTrue(all(isinstance(k, int) and v >= 2
+                                for k, v in partitions.items()), value)
+            device_spec_tags.problems(
+                {'0000:03:00.0': 0}, {'0000:03:00.0': set()},
+                {'0000:03:00.0': tags}, {})
+
+
+class TestSchedulerTagNumbers(test_scheduler._Base):
+    """Issue 35 item 5: the filter steers past a host with such a tag."""
+
+    def test_filter_on_unicode_digit_tags(self):
+        flt = test_scheduler.scheduler.GPUP2PCliqueFilter()
+        for text in NUMBER_INPUTS:
+            candidates = [test_scheduler._candidate(0, 1)]
+            host = test_scheduler._host(
+                'h', test_scheduler._pools(text, text), candidates)
+            # No clique read from the tags: no pair in one clique.
+            self.assertFalse(flt.host_passes(host, test_scheduler._spec()),
+                             repr(text))
+            self.assertNotIn('Traceback', self.log.output)
+
+
+class TestCheckTagNumbers(test_check_command.CheckCLIBase):
+    """Issue 35 item 5: check reports such a tag, never "unexpected"."""
+
+    def test_unicode_digit_tag(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        tree = test_corpus.tree('pcie-8gpu-4switch-2socket')
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'nova.conf')
+        with open(path, 'w') as f:
+            f.write('[pci]\nreport_in_placement = True\ndevice_spec = '
+                    '{"address": "0000:04:00.0", "gpu_p2p_clique": '
+                    '"\u00b2", "traits": "CUSTOM_GPU_P2P_CLIQUE_ID_0"}\n')
+        rc, out = self.run_cli('--sysfs-root', tree, '--config-file', path)
+        self.assertIn((test_check_command.WARN,
+                       '[pci] device_spec 0000:04:00.0'), self.not_ok(out))
