@@ -51,9 +51,7 @@ MAXPHYSADDR_MODES = tuple(fields.MaxPhyAddrMode.ALL)
 MAXPHYSADDR_MODE_ALLOWED = ' or '.join(MAXPHYSADDR_MODES)
 MIN_PHYS_BITS = pcihole64.MIN_PHYS_BITS
 MAX_PHYS_BITS = pcihole64.MAX_PHYS_BITS
-MAXPHYSADDR_BITS_ALLOWED = (
-    f'integers from {MIN_PHYS_BITS} to {MAX_PHYS_BITS} (QEMU\'s x86-64 '
-    f'phys-bits)')
+MAXPHYSADDR_BITS_ALLOWED = pcihole64.PHYS_BITS_ALLOWED
 
 
 def parse_maxphysaddr_mode(value: str) -> str:

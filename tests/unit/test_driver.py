@@ -235,6 +235,27 @@ class TestGetGuestConfig(testtools.TestCase):
                         str(exc))
         self.assertIn('GPU P2P: hw:gpu_p2p_clique=required', self.log.output)
 
+    def test_image_phys_bits_refused_naming_the_property(self):
+        # Issue 35 item 1: hw_maxphysaddr_mode=emulate with
+        # hw_maxphysaddr_bits=-1 on the tenant's image.
+        self.guest.cpu = vconfig.LibvirtConfigGuestCPU()
+        self.guest.cpu.maxphysaddr = vconfig.LibvirtConfigGuestCPUMaxPhysAddr()
+        self.guest.cpu.maxphysaddr.mode = 'emulate'
+        self.guest.cpu.maxphysaddr.bits = -1
+        exc = self.assertRaises(
+            driver.FlavorCannotBeHonoured, self.call,
+            self.instance(**{'hw:gpu_p2p_clique': 'auto'}))
+        self.assertTrue(str(exc).startswith(
+            'hw_maxphysaddr_bits (image property) is -1; allowed: integers '
+            'from 32 to 52'), str(exc))
+        # A server that exists keeps its layout, with a warning.
+        self.guest.devices = []
+        result = self.call(self.instance(vm_state='active',
+                                         **{'hw:gpu_p2p_clique': 'auto'}))
+        self.assertIsInstance(result, libvirt_config.Guest)
+        self.assertIn('hw_maxphysaddr_bits (image property) is -1',
+                      self.log.output)
+
     def test_numa_required_without_numa_topology(self):
         instance = self.instance(**{'hw:gpu_numa_affinity': 'required'})
         exc = self.assertRaises(driver.FlavorCannotBeHonoured, self.call,

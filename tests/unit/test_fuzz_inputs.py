@@ -19,6 +19,7 @@ seeds, so a failure can be replayed): discovery must answer or raise its
 documented TopologyError, quickly, and never anything else.
 """
 
+import dataclasses
 import json
 import os
 import random
@@ -40,6 +41,7 @@ from tests.fixtures import sysfs_builder
 from tests.unit import test_check_command
 from tests.unit import test_cli
 from tests.unit import test_corpus
+from tests.unit import test_guest_plan
 from tests.unit import test_scheduler
 
 CASES = 40
@@ -223,3 +225,84 @@ class TestCheckTagNumbers(test_check_command.CheckCLIBase):
         rc, out = self.run_cli('--sysfs-root', tree, '--config-file', path)
         self.assertIn((test_check_command.WARN,
                        '[pci] device_spec 0000:04:00.0'), self.not_ok(out))
+
+
+#: Physical address bits a tenant's image (or an old flavor) can give:
+#: Nova's API and ImagePropertiesFilter take any integer.
+PHYS_BITS_INPUTS = (-1, 0, 1, 31, 53, 64, 1000, 10 ** 9, 10 ** 30, -10 ** 30)
+
+
+class TestImageProperties(test_guest_plan.DecideBase):
+    """Issue 35 item 1: image properties are tenant input."""
+
+    GIB = test_guest_plan.GiB
+
+    def large_bars(self):
+        return test_guest_plan.host_gpus(bars=256 * self.GIB)
+
+    def test_negative_phys_bits_refused_naming_the_property(self):
+        # hw_maxphysaddr_mode=emulate, hw_maxphysaddr_bits=-1: a
+        # ValueError (negative shift count) on every host tried.
+        guest = test_guest_plan.facts(phys_bits=-1)
+        result = self.decide(test_guest_plan.request(numa='required'),
+                             host=self.large_bars(), guest=guest)
+        self.assertFalse(result.refusal.reschedule)
+        self.assertEqual(
+            'hw_maxphysaddr_bits (image property) is -1; allowed: integers '
+            'from 32 to 52 (QEMU\'s x86-64 phys-bits): change it and boot '
+            'again', result.refusal.message)
+
+    def test_flavor_bits_named_as_the_flavor_key(self):
+        guest = test_guest_plan.facts(
+            phys_bits=64,
+            phys_bits_property='hw:maxphysaddr_bits (flavor extra spec)')
+        result = self.decide(test_guest_plan.request(clique='auto'),
+                             guest=guest)
+        self.assertIn('hw:maxphysaddr_bits (flavor extra spec) is 64',
+                      result.refusal.message)
+
+    def test_existing_server_keeps_its_layout(self):
+        good = self.decide(test_guest_plan.request(numa='preferred'),
+                           host=self.large_bars(),
+                           guest=test_guest_plan.facts(phys_bits=None,
+                                                       new_build=False))
+        kept = self.decide(test_guest_plan.request(numa='required'),
+                           host=self.large_bars(),
+                           guest=test_guest_plan.facts(phys_bits=-1,
+                                                       new_build=False))
+        self.assertIsNone(kept.refusal)
+        self.assertEqual(good.buses, kept.buses)
+        self.assertEqual(good.hole64, kept.hole64)
+        self.assertNoteContains('hw_maxphysaddr_bits (image property) is -1',
+                                kept)
+
+    def test_random_image_properties(self):
+        """No value of the properties Nova passes on makes decide raise."""
+        rng = random.Random(351)
+        requests = [test_guest_plan.request(clique, numa)
+                    for clique in ('none', 'auto', 'required', '3')
+                    for numa in ('none', 'preferred', 'required')]
+        machine_types = (None, '', 'pc', 'q35', 'pc-q35-8.2', 'virt',
+                         'q35\nq35', '\u00b2' * 300)
+        for _ in range(300):
+            guest = test_guest_plan.facts(
+                phys_bits=rng.choice(PHYS_BITS_INPUTS + (None, 40, 46)),
+                phys_bits_from_host=rng.random() < 0.2,
+                machine_type=rng.choice(machine_types),
+                hypervisor_hidden=rng.random() < 0.3,
+                acpi=rng.random() < 0.8,
+                memory=rng.choice((0, 1, 16 * self.GIB, 1 << 60)),
+                new_build=rng.random() < 0.5)
+            req = rng.choice(requests)
+            result = deadline.run_briefly(
+                self.decide, req, host=self.large_bars(), guest=guest)
+            if not guest.new_build:
+                self.assertIsNone(result.refusal, guest)
+            elif (req.wanted and not guest.phys_bits_from_host
+                  and guest.phys_bits in PHYS_BITS_INPUTS):
+                self.assertIn('hw_maxphysaddr_bits', result.refusal.message)
+            if result.hole64 is not None and result.hole64.size:
+                self.assertLess(result.hole64.size, 1 << 52)
+        # Replace, not build: the facts stay a frozen dataclass.
+        self.assertRaises(dataclasses.FrozenInstanceError, setattr,
+                          test_guest_plan.FACTS, 'phys_bits', 1)
