@@ -102,9 +102,12 @@ def from_dict(data: dict) -> model.HostTopology:
         findings=findings)
 
 
-def save(topology: model.HostTopology, path: str) -> None:
-    """Write a capture whole or not at all: a full disk keeps the old one."""
-    atomic_file.write_output(path, json.dumps(
+def save(topology: model.HostTopology, path: str) -> bool:
+    """Write a capture whole or not at all: a full disk keeps the old one.
+
+    Returns whether a file holds it (not a pipe or device).
+    """
+    return atomic_file.write_output(path, json.dumps(
         to_dict(topology), indent=1, sort_keys=True) + '\n')
 
 
