@@ -191,6 +191,7 @@ class SysfsBackend(backends.TopologyBackend):
         except OSError as exc:
             raise exception.TopologyError(
                 'cannot list PCI devices in %s: %s' % (devices, exc))
+        self._refuse_size(devices, len(entries), 0)
         functions: dict[str, model.PCIFunction] = {}
         self._config_ok = True
         self._unanswered = []
@@ -224,6 +225,8 @@ class SysfsBackend(backends.TopologyBackend):
                                 'during the scan' % address)
                 del functions[address]
         functions = _infer_port_types(functions)
+        self._refuse_size(devices, len(functions),
+                          sum(f.is_nvidia_gpu for f in functions.values()))
         if not self._config_ok:
             findings.append(UNREADABLE_CONFIG)
         findings.extend(NO_ANSWER % address
@@ -233,6 +236,13 @@ class SysfsBackend(backends.TopologyBackend):
             numa_nodes=self._numa_nodes(findings),
             config_space_read=self._config_ok,
             findings=tuple(findings))
+
+    @staticmethod
+    def _refuse_size(devices: str, functions: int, gpus: int) -> None:
+        problem = model.size_problem(functions, gpus)
+        if problem:
+            raise exception.TopologyError('PCI devices in %s: %s' % (
+                devices, problem))
 
     @staticmethod
     def _orphaned(functions, address) -> bool:

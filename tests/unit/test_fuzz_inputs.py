@@ -306,3 +306,87 @@ class TestImageProperties(test_guest_plan.DecideBase):
         # Replace, not build: the facts stay a frozen dataclass.
         self.assertRaises(dataclasses.FrozenInstanceError, setattr,
                           test_guest_plan.FACTS, 'phys_bits', 1)
+
+
+def static_gpus(count: int) -> str:
+    """A static file of ``count`` GPUs, all tagged clique 0."""
+    return 'gpus:\n' + ''.join(
+        '- address: "0000:%02x:%02x.%x"\n  clique: 0\n'
+        % (i // 256 + 1, i // 8 % 32, i % 8) for i in range(count))
+
+
+class TestGpuCounts(testtools.TestCase):
+    """Issue 35 item 3: GPUs per host are bounded, one clear error."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+
+    def write(self, name: str, text: str) -> str:
+        path = os.path.join(self.dir, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def test_static_file_of_too_many_gpus_refused(self):
+        # 3000 GPUs tagged clique 0 took nova-compute 14 s and 1.2 GB on
+        # every periodic: refused before the work over all pairs.
+        for count in (model.MAX_GPUS + 1, 3000):
+            path = self.write('static.yaml', static_gpus(count))
+            exc = self.assertRaises(
+                exception.TopologyError, deadline.run_briefly,
+                static.parse, static.read(path), path)
+            self.assertEqual(
+                '%s line %d: %d NVIDIA GPUs, more than the 128 per host '
+                'supported (real hosts have up to 16)'
+                % (path, 2 * model.MAX_GPUS + 2, count), str(exc))
+
+    def test_static_file_at_the_limit_read(self):
+        path = self.write('static.yaml', static_gpus(model.MAX_GPUS))
+        topology = deadline.run_briefly(static.parse, static.read(path),
+                                        path)
+        self.assertEqual(model.MAX_GPUS, len(topology.gpus()))
+
+    def capture_of(self, count: int) -> str:
+        path = self.write('static.yaml', static_gpus(min(count,
+                                                         model.MAX_GPUS)))
+        data = capture.to_dict(static.parse(static.read(path), path))
+        gpu = data['functions'][0]
+        data['functions'] = [
+            dict(gpu, address='0000:%02x:%02x.%x' % (
+                i // 256 + 1, i // 8 % 32, i % 8)) for i in range(count)]
+        data['p2p_overrides'] = []
+        return self.write('capture.json', json.dumps(data))
+
+    def test_capture_of_too_many_gpus_refused(self):
+        # topology --load of 1000 GPUs took 17 s (20 s here).
+        path = self.capture_of(1000)
+        exc = self.assertRaises(exception.TopologyError,
+                                deadline.run_briefly, capture.load, path)
+        self.assertIn('1000 NVIDIA GPUs, more than the 128 per host '
+                      'supported', str(exc))
+        self.assertEqual(model.MAX_GPUS, len(capture.load(
+            self.capture_of(model.MAX_GPUS)).gpus()))
+
+    def test_too_many_pairs_refused(self):
+        path = self.capture_of(2)
+        with open(path) as f:
+            data = json.load(f)
+        data['nvlink_pairs'] = [[data['functions'][0]['address']] * 2] * (
+            model.MAX_PAIRS + 1)
+        self.assertIn('GPU pairs, more than', str(self.assertRaises(
+            exception.TopologyError, capture.load,
+            self.write('pairs.json', json.dumps(data)))))
+
+    def test_sysfs_tree_beyond_the_limits_refused(self):
+        tree = test_corpus.tree(HOST)
+        for name, value, what in (('MAX_FUNCTIONS', 3, 'PCI functions'),
+                                  ('MAX_GPUS', 1, 'NVIDIA GPUs')):
+            with fixtures.MonkeyPatch(
+                    'nova_gpu_p2p.topology.model.%s' % name, value):
+                exc = self.assertRaises(
+                    exception.TopologyError, sysfs.SysfsBackend(
+                        test_corpus.make_conf(sysfs_root=tree),
+                        read_config=sysfs.read_config_direct).discover)
+            self.assertIn('%s, more than the %d per host supported'
+                          % (what, value), str(exc))
