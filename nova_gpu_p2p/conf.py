@@ -20,6 +20,7 @@ from nova_gpu_p2p_guest import errors
 from oslo_config import cfg
 from oslo_config import types
 
+from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.topology import consumer_gpus
@@ -53,16 +54,6 @@ MAX_FM_ADDRESS_BYTES = 255
 MAX_UNIX_SOCKET_BYTES = 107
 
 
-def is_ascii_decimal(text: str) -> bool:
-    """``0`` to ``9`` only: ``str.isdigit`` and ``int`` take any script's.
-
-    ``int('٦')`` is 6 and ``'²'.isdigit()`` is true; an option that reads
-    as a number in one script and goes on as other bytes (to fmConnect,
-    into XML) is refused instead.
-    """
-    return text.isascii() and text.isdigit()
-
-
 class _ParsedType(types.ConfigType):
     """Base of our value types: equal by class, written back with str()."""
 
@@ -87,11 +78,11 @@ class CliqueAssignment(_ParsedType):
         if isinstance(value, tuple):
             return value
         address, sep, clique = value.strip().rpartition(':')
-        if not sep or not is_ascii_decimal(clique):
+        clique_id = ascii_decimal.parse(clique)
+        if not sep or clique_id is None:
             raise ValueError(
                 f"{errors.quoted(value)} is not BDF:ID (for example "
                 f"0000:81:00.0:0)")
-        clique_id = int(clique)
         if clique_id > host_cliques.MAX_CLIQUE_ID:
             raise ValueError(
                 f"clique ID {clique_id} in {errors.quoted(value)} is out of "
@@ -131,13 +122,11 @@ class PCIHole64(_ParsedType):
             text = str(value).strip()
             if text in self.CHOICES:
                 return text
-            # Length first: int() of thousands of digits is slow, and past
-            # 4300 a ValueError of its own.
-            if not is_ascii_decimal(text) or len(text) > 12:
+            size = ascii_decimal.parse(text)
+            if size is None:
                 raise ValueError(
                     f"{errors.quoted(value)} is not auto, off or a size in "
                     f"GiB (a positive integer, at most {MAX_PCIHOLE64_GIB})")
-            size = int(text)
         if not 1 <= size <= MAX_PCIHOLE64_GIB:
             raise ValueError(
                 f"pcihole64 size must be at least 1 GiB and at most "
@@ -166,11 +155,12 @@ class FabricManagerAddress(_ParsedType):
                     f"kernel's sun_path), it has {size}")
             return text
         host, sep, port = text.rpartition(':')
+        number = ascii_decimal.parse(port)
         if (not sep or not host or not host.isascii()
                 or not host.isprintable() or ' ' in host
                 or len(text) > MAX_FM_ADDRESS_BYTES
-                or not is_ascii_decimal(port) or len(port) > 5
-                or not 1 <= int(port) <= 65535):
+                or len(port) > 5 or number is None
+                or not 1 <= number <= 65535):
             raise ValueError(
                 f"{errors.quoted(value)} is neither HOST:PORT with an ASCII "
                 f"host name or address and a port from 1 to 65535 (for "
@@ -196,11 +186,11 @@ class Path(_ParsedType):
 
 
 class AsciiInteger(types.Integer):
-    """oslo.config's Integer, in ASCII decimal only (is_ascii_decimal)."""
+    """oslo.config's Integer, in ASCII decimal only (ascii_decimal)."""
 
     def __call__(self, value):
-        if isinstance(value, str) and not is_ascii_decimal(
-                value.strip().removeprefix('-')):
+        if isinstance(value, str) and ascii_decimal.parse(
+                value.strip().removeprefix('-')) is None:
             raise ValueError(f"{errors.quoted(value)} is not a whole number "
                              f"in ASCII decimal")
         return super().__call__(value)

@@ -51,6 +51,7 @@ import json
 import types
 import warnings
 
+from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.topology import host_cliques as host_cliques
 from nova_gpu_p2p import traits
@@ -118,9 +119,7 @@ def tag_clique(tags: Mapping[str, str | None]) -> int | None:
     clique as far as scheduling goes (unknowns fail closed).
     """
     value = tags.get(CLIQUE_TAG)
-    if value is None or not str(value).isdigit():
-        return None
-    clique_id = int(value)
+    clique_id = ascii_decimal.parse(value if value is None else str(value))
     return clique_id if clique_id in host_cliques.CLIQUE_IDS else None
 
 
@@ -137,11 +136,12 @@ def tag_partitions(tags: Mapping[str, str | None]) -> dict[int, int] | None:
         return None
     partitions = {}
     for item in str(value).split(','):
-        partition_id, _, size = item.partition(':')
-        if not (partition_id.isdigit() and size.isdigit()
-                and int(size) >= 2):
+        text_id, _, text_size = item.partition(':')
+        partition_id = ascii_decimal.parse(text_id)
+        size = ascii_decimal.parse(text_size)
+        if partition_id is None or size is None or size < 2:
             return {}
-        partitions[int(partition_id)] = int(size)
+        partitions[partition_id] = size
     return partitions
 
 

@@ -35,6 +35,7 @@ from nova.api.validation.extra_specs import base
 from nova import exception as nova_exception
 from nova.objects import fields
 
+from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import pcihole64
@@ -50,9 +51,7 @@ MAXPHYSADDR_MODES = tuple(fields.MaxPhyAddrMode.ALL)
 MAXPHYSADDR_MODE_ALLOWED = ' or '.join(MAXPHYSADDR_MODES)
 MIN_PHYS_BITS = pcihole64.MIN_PHYS_BITS
 MAX_PHYS_BITS = pcihole64.MAX_PHYS_BITS
-MAXPHYSADDR_BITS_ALLOWED = (
-    f'integers from {MIN_PHYS_BITS} to {MAX_PHYS_BITS} (QEMU\'s x86-64 '
-    f'phys-bits)')
+MAXPHYSADDR_BITS_ALLOWED = pcihole64.PHYS_BITS_ALLOWED
 
 
 def parse_maxphysaddr_mode(value: str) -> str:
@@ -65,11 +64,11 @@ def parse_maxphysaddr_mode(value: str) -> str:
 
 def parse_maxphysaddr_bits(value: str) -> int:
     """Nova takes any integer; QEMU would refuse the guest at start."""
-    if not (value.isascii() and value.isdigit()
-            and MIN_PHYS_BITS <= int(value) <= MAX_PHYS_BITS):
+    bits = ascii_decimal.parse(value)
+    if bits is None or not MIN_PHYS_BITS <= bits <= MAX_PHYS_BITS:
         raise exception.InvalidExtraSpec(
             MAXPHYSADDR_BITS_KEY, value, MAXPHYSADDR_BITS_ALLOWED)
-    return int(value)
+    return bits
 
 
 _PARSERS: dict[str, Callable[[str], object]] = {

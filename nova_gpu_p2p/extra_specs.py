@@ -23,6 +23,7 @@ from collections.abc import Mapping
 import dataclasses
 import enum
 
+from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import host_cliques
 
@@ -82,8 +83,9 @@ def parse_clique(value: str | None) -> CliqueRequest:
         return CliqueRequest()
     if value not in CLIQUE_VALUES:
         raise exception.InvalidExtraSpec(CLIQUE_KEY, value, CLIQUE_ALLOWED)
-    if value.isdigit():
-        return CliqueRequest(CliqueMode.FIXED, int(value))
+    clique_id = ascii_decimal.parse(value)
+    if clique_id is not None:
+        return CliqueRequest(CliqueMode.FIXED, clique_id)
     return CliqueRequest(CliqueMode(value))
 
 

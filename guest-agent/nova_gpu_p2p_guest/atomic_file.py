@@ -25,6 +25,7 @@ the driver's distribution requires this one.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import secrets
 import stat
@@ -37,35 +38,63 @@ FILE_MODE = 0o644
 DIRECTORY_MODE = 0o755
 
 
-def write_output(path: str, text: str) -> None:
+def write_output(path: str, text: str) -> bool:
     """Write ASCII ``text`` to ``path``; OSError's strerror says why not.
+
+    Returns whether a file now holds the text: False for a stream (standard
+    output, a pipe, a device), where the caller must not say it wrote one.
 
     ``-`` is standard output. A FIFO or a character device, or a symbolic
     link to one (``/dev/stdout``), is written in place: replacing it would
-    swap a pipe or /dev/null for a plain file. Anything else must be a
-    regular file or nothing, and is replaced whole with a temp file made
-    next to it, so a failure leaves the old file as it was. A symbolic
-    link to a regular file is refused, neither followed nor replaced:
-    following it would let whoever made the link choose which file root
-    overwrites, replacing it would silently undo the link.
+    swap a pipe or /dev/null for a plain file. Such a stream is opened
+    without blocking (a FIFO nobody reads is refused, not waited on), and
+    refused where another user planted it in a sticky directory that
+    others can write to (``/tmp``), as the kernel's ``protected_fifos``
+    refuses: that user would choose where root's output goes. Anything
+    else must be a regular file or nothing, and is replaced whole with a
+    temp file made next to it, so a failure leaves the old file as it was.
+    A symbolic link to a regular file is refused, neither followed nor
+    replaced: following it would let whoever made the link choose which
+    file root overwrites, replacing it would silently undo the link.
     """
     data = text.encode('ascii')
     if path == '-':
         sys.stdout.write(text)
         sys.stdout.flush()
-        return
+        return False
     try:
         target: Optional[os.stat_result] = os.stat(path)
     except FileNotFoundError:  # nothing there, or a dangling link
         target = None
     if target is not None and _is_stream(target.st_mode):
-        _write_in_place(path, data)
-    else:
-        _replace(path, data)
+        _write_in_place(path, data, target)
+        return False
+    _replace(path, data)
+    return True
 
 
 def _is_stream(mode: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def _planted(path: str, st: os.stat_result) -> Optional[str]:
+    """Why ``st``, found at ``path``, is another user's plant, or None.
+
+    A name in a sticky directory that others may write to belongs to
+    whoever made it: unless that is this user or root, it is not ours to
+    write through (protected_fifos=2 counts group-writable ones too).
+    """
+    uid = os.geteuid()
+    if st.st_uid in (uid, 0):
+        return None
+    directory = os.stat(os.path.dirname(os.path.abspath(path)))
+    if not (directory.st_mode & stat.S_ISVTX
+            and directory.st_mode & (stat.S_IWOTH | stat.S_IWGRP)):
+        return None
+    kind = ('a symbolic link' if stat.S_ISLNK(st.st_mode) else
+            'a FIFO' if stat.S_ISFIFO(st.st_mode) else 'a character device')
+    return ('%s owned by uid %d, not by this user (uid %d) or root, in a '
+            'sticky directory others can write to' % (kind, st.st_uid, uid))
 
 
 def _refused(path: str, why: str) -> OSError:
@@ -82,12 +111,34 @@ def _write_all(fd: int, data: bytes) -> None:
         f.write(data)
 
 
-def _write_in_place(path: str, data: bytes) -> None:
-    """Write into the pipe or device ``path`` names; never make a file."""
-    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+def _write_in_place(path: str, data: bytes,
+                    target: os.stat_result) -> None:
+    """Write into the pipe or device ``path`` names; never make a file.
+
+    ``target`` is what ``path`` led to when checked; the link itself and
+    the stream it leads to must both pass :func:`_planted`.
+    """
+    for name, st in ((path, os.lstat(path)),
+                     (os.path.realpath(path), target)):
+        why = _planted(name, st)
+        if why:
+            raise _refused(path, why)
     try:
-        if not _is_stream(os.fstat(fd).st_mode):
+        fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC
+                     | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise _refused(path, 'a FIFO nobody reads')
+        raise
+    try:
+        now = os.fstat(fd)
+        if (not _is_stream(now.st_mode)
+                or (now.st_dev, now.st_ino) != (target.st_dev,
+                                                target.st_ino)):
             raise _refused(path, 'it changed while being opened')
+        # Opening was the wait to avoid; the reader, ours, sets the pace.
+        fcntl.fcntl(fd, fcntl.F_SETFL,
+                    fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         _write_all(fd, data)
     finally:
         os.close(fd)

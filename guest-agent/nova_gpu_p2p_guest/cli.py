@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     text = nccl_xml.render(tree, found, described['switches'],
                            args.sysfs_root, args.proc_root)
     try:
-        atomic_file.write_output(args.output, text)
+        made_file = atomic_file.write_output(args.output, text)
     except OSError as exc:
         raise errors.Problem('cannot write %s: %s'
                              % (args.output, exc.strerror or exc))
@@ -161,8 +161,11 @@ def run(args: argparse.Namespace) -> int:
     gpus = sum(1 for d in described['devices'] if d['role'] == 'gpu')
     nics = sum(1 for d in described['devices'] if d['role'] == 'nic')
     if args.output != '-':
-        print('wrote the NCCL topology of %s and %s to %s'
-              % (_count(gpus, 'GPU'), _count(nics, 'NIC'), args.output),
+        print('%s the NCCL topology of %s and %s to %s'
+              % ('wrote' if made_file else 'sent', _count(gpus, 'GPU'),
+                 _count(nics, 'NIC'),
+                 args.output if made_file else
+                 '%s (a pipe or device: no file written)' % args.output),
               file=status)
     return 0
 

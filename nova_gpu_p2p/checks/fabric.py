@@ -30,6 +30,7 @@ import typing
 
 from nova_gpu_p2p_guest import input_file
 
+from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p.checks import nvswitch
 from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import result
@@ -115,7 +116,7 @@ def read_config(path: str) -> FabricConfig:
         if sep and key.strip() == MODE_KEY:
             value = found.split('#')[0].strip()
     try:
-        return FabricConfig(path, FabricMode(int(value)))
+        return FabricConfig(path, FabricMode(ascii_decimal.parse(value)))
     except ValueError:
         allowed = ', '.join(str(mode.value) for mode in FabricMode)
         return FabricConfig(path, problem='%s: %s=%s is not one of %s' % (

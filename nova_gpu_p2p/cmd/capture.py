@@ -26,12 +26,14 @@ def cmd_capture(args: argparse.Namespace) -> int:
     opts = sources.load_conf(args)
     topology = sources.read_host(args, opts)
     try:
-        capture.save(topology, args.output)
+        made_file = capture.save(topology, args.output)
     except OSError as exc:
         raise exception.UsageError('--output %s: %s' % (
             args.output, exc.strerror or exc))
     print('captured %d PCI functions, %d NVIDIA GPUs to %s' % (
-        len(topology.functions), len(topology.gpus()), args.output),
+        len(topology.functions), len(topology.gpus()),
+        args.output if made_file or args.output == '-' else
+        '%s (a pipe or device: no file written)' % args.output),
         file=sys.stderr if args.output == '-' else sys.stdout)
     return 0
 

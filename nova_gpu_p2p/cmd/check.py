@@ -21,6 +21,7 @@ import os
 
 from nova_gpu_p2p_guest import errors
 
+from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p.checks import environment
 from nova_gpu_p2p.checks import fabric
 from nova_gpu_p2p.checks import host
@@ -38,7 +39,7 @@ from nova_gpu_p2p.topology import sysfs
 
 def _version_arg(text: str) -> versions.Version:
     version = versions.parse_version(text)
-    if version is None or not text.strip()[:1].isdigit():
+    if version is None or ascii_decimal.parse(text.strip()[:1]) is None:
         raise argparse.ArgumentTypeError('%s is not a version such as '
                                          '11.3.0' % errors.quoted(text))
     return version

@@ -19,6 +19,7 @@ import sys
 
 from nova_gpu_p2p_guest import errors
 
+from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import flavor_commands
@@ -60,11 +61,8 @@ def cmd_flavor(args: argparse.Namespace) -> int:
 
 
 def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
+    value = ascii_decimal.parse(text.strip())
+    if value is None or value < 1:
         raise argparse.ArgumentTypeError('%s is not a whole number of 1 or '
                                          'more' % errors.quoted(text))
     return value

@@ -77,6 +77,18 @@ def instance_devices(guest: vconfig.LibvirtConfigGuest,
     return found
 
 
+#: Nova reads the flavor's key first, then the image's property.
+_FLAVOR_BITS = 'hw:maxphysaddr_bits'
+
+
+def _phys_bits_property(guest: vconfig.LibvirtConfigGuest, instance) -> str:
+    """Which of the flavor or the image gave the guest its bits."""
+    if (guest.cpu is not None and guest.cpu.maxphysaddr is not None
+            and instance.flavor.extra_specs.get(_FLAVOR_BITS)):
+        return '%s (flavor extra spec)' % _FLAVOR_BITS
+    return plan_mod.GuestFacts.phys_bits_property
+
+
 def _phys_bits(guest: vconfig.LibvirtConfigGuest,
                host_phys_bits: int | None) -> tuple[int | None, bool]:
     """The guest's physical address bits, and whether they are the host's."""
@@ -125,6 +137,7 @@ def read_facts(guest: vconfig.LibvirtConfigGuest, instance,
             and d.type == 'pci' and d.index is not None),
         memory=guest.memory * 1024,
         phys_bits=phys_bits, phys_bits_from_host=from_host,
+        phys_bits_property=_phys_bits_property(guest, instance),
         new_build=is_new_build(instance))
 
 

@@ -42,6 +42,9 @@ QEMU_DEFAULT_PHYS_BITS = 40
 #: TARGET_PHYS_ADDR_SPACE_BITS (52).
 MIN_PHYS_BITS = 32
 MAX_PHYS_BITS = 52
+PHYS_BITS_ALLOWED = (
+    f'integers from {MIN_PHYS_BITS} to {MAX_PHYS_BITS} (QEMU\'s x86-64 '
+    f'phys-bits)')
 #: q35 keeps at most 2 GiB of RAM below 4 GiB when the guest has 2.75 GiB
 #: or more; the rest starts at 4 GiB.
 _LOWMEM = 2 * units.Gi

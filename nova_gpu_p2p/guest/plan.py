@@ -96,6 +96,9 @@ class GuestFacts:
     #: Whether those bits are the host's (host-passthrough CPU or
     #: maxphysaddr passthrough): another host may then have more.
     phys_bits_from_host: bool = False
+    #: Where bits that are not the host's were set: the flavor's extra
+    #: spec or the tenant's image property (both reach Nova unchecked).
+    phys_bits_property: str = 'hw_maxphysaddr_bits (image property)'
     #: Whether Nova is building a new instance, the one case where a
     #: refusal is safe (Nova reschedules or fails the build).
     new_build: bool = True
@@ -194,6 +197,8 @@ class _Decision:
         numa_required = (self.request.numa_affinity
                          is extra_specs.NumaAffinity.REQUIRED)
         any_required = clique_required or numa_required
+        if self.tenant_input_refused():
+            return self.plan()
         if self.host.error:
             self.problem('GPU topology discovery failed on this host (%s); '
                          'fix it (see nova-compute\'s log and '
@@ -224,6 +229,37 @@ class _Decision:
         return self.plan(cliques=ids, buses=buses, hole64=hole,
                          distances=self.distances(),
                          guest_topology=self.guest_topology(ids, buses))
+
+    def tenant_input_refused(self) -> bool:
+        """Refuse a new build whose image or flavor says what QEMU refuses.
+
+        Physical address bits reach the guest config from the tenant's
+        image (``hw_maxphysaddr_bits``: Nova's API and scheduler take any
+        integer) or a flavor made before our validators; QEMU refuses to
+        start a guest outside its range, and the hole arithmetic must not
+        meet a negative or astronomic count. An existing server keeps
+        running: its hole is then sized without a bits check, as it is
+        where the host reports bits outside that range.
+        """
+        facts = self.facts
+        bits = facts.phys_bits
+        if (bits is None
+                or pcihole64.MIN_PHYS_BITS <= bits <= pcihole64.MAX_PHYS_BITS):
+            return False
+        if facts.phys_bits_from_host:
+            self.facts = dataclasses.replace(facts, phys_bits=None)
+            return False
+        shown = str(bits) if abs(bits) < 10 ** 12 else 'a %d-bit number' % (
+            bits.bit_length())
+        message = '%s is %s; allowed: %s: change it and boot again' % (
+            facts.phys_bits_property, shown, pcihole64.PHYS_BITS_ALLOWED)
+        if facts.new_build:
+            self.refusal = Refusal(message, reschedule=False)
+            return True
+        self.notes.append(message + ' (the 64-bit PCI hole is sized '
+                          'without a physical address bits check)')
+        self.facts = dataclasses.replace(facts, phys_bits=None)
+        return False
 
     def plan(self, **changes) -> GuestPlan:
         """The plan with ``changes``, or only the refusal once refused."""

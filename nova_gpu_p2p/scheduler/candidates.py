@@ -56,7 +56,7 @@ from typing import Any
 #: Nova's suffix for one device of an InstancePCIRequest of N.
 _DEVICE_GROUP = re.compile(
     r'^(?P<request>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
-    r'[0-9a-f]{12})-\d+$')
+    r'[0-9a-f]{12})-[0-9]+$')
 
 
 class Fit(typing.Protocol):

@@ -72,7 +72,24 @@ def _v1_finding(finding: str) -> str:
     return finding
 
 
+def _size_problem(data: dict) -> str | None:
+    """The host's size, counted before the schema's per-item work."""
+    records = data.get('functions') if isinstance(data, dict) else None
+    if not isinstance(records, list):
+        return None  # the schema says what is wrong
+    gpus = sum(1 for r in records if isinstance(r, dict)
+               and r.get('vendor') == model.NVIDIA_VENDOR_ID
+               and isinstance(r.get('class_code'), int)
+               and r['class_code'] >> 16 == model.DISPLAY_BASE_CLASS)
+    pairs = max(len(data[key]) if isinstance(data.get(key), list) else 0
+                for key in ('p2p_overrides', 'nvlink_pairs'))
+    return model.size_problem(len(records), gpus, pairs)
+
+
 def from_dict(data: dict) -> model.HostTopology:
+    problem = _size_problem(data)
+    if problem:
+        raise ValueError(problem)
     capture_schema.validate(data)
     version = data['format_version']
     functions = {}
@@ -104,9 +121,12 @@ def from_dict(data: dict) -> model.HostTopology:
         gpu_brands=dict(data.get('gpu_brands', {})))
 
 
-def save(topology: model.HostTopology, path: str) -> None:
-    """Write a capture whole or not at all: a full disk keeps the old one."""
-    atomic_file.write_output(path, json.dumps(
+def save(topology: model.HostTopology, path: str) -> bool:
+    """Write a capture whole or not at all: a full disk keeps the old one.
+
+    Returns whether a file holds it (not a pipe or device).
+    """
+    return atomic_file.write_output(path, json.dumps(
         to_dict(topology), indent=1, sort_keys=True) + '\n')
 
 

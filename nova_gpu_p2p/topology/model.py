@@ -32,6 +32,27 @@ NETWORK_BASE_CLASS = 0x02
 BRIDGE_CLASS = 0x0604
 #: PCI class of an HGX board's NVSwitch functions (bridge, other).
 NVSWITCH_CLASS = 0x0680
+#: Per host, far above real hosts (16 GPUs, a few thousand PCI functions
+#: with SR-IOV): every rule over all pairs (cliques, link classes, the
+#: matrix, a static file's or capture's pairs) stays cheap up to these, and
+#: a file or tree beyond them is refused before that work starts.
+MAX_GPUS = 128
+MAX_FUNCTIONS = 32768
+MAX_PAIRS = MAX_GPUS * (MAX_GPUS - 1) // 2
+
+
+def size_problem(functions: int, gpus: int, pairs: int = 0) -> str | None:
+    """Why a host of this size is refused; None when it is not."""
+    if functions > MAX_FUNCTIONS:
+        return ('%d PCI functions, more than the %d per host supported'
+                % (functions, MAX_FUNCTIONS))
+    if gpus > MAX_GPUS:
+        return ('%d NVIDIA GPUs, more than the %d per host supported (real '
+                'hosts have up to 16)' % (gpus, MAX_GPUS))
+    if pairs > MAX_PAIRS:
+        return ('%d GPU pairs, more than the %d that %d GPUs make'
+                % (pairs, MAX_PAIRS, MAX_GPUS))
+    return None
 
 
 class PortType(str, enum.Enum):

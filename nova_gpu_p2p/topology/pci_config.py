@@ -25,6 +25,10 @@ import struct
 
 from nova_gpu_p2p.topology import model
 
+_VENDOR_ID = 0x00
+#: What Linux returns for every read of a device that does not answer
+#: (gone, in reset, powered off): no vendor has this ID.
+NO_ANSWER_VENDOR = 0xffff
 _STATUS = 0x06
 _STATUS_CAP_LIST = 1 << 4
 _CAP_POINTER = 0x34
@@ -104,12 +108,25 @@ def acs(data: bytes) -> model.Acs | None:
     return None
 
 
+def answered(data: bytes) -> bool:
+    """Whether the device answered the read (its vendor ID is not 0xffff).
+
+    A device that does not answer reads as all ones: without this test
+    its capability lists end at once and it would read as "no ACS".
+    """
+    return (len(data) >= 2
+            and _u16(data, _VENDOR_ID) != NO_ANSWER_VENDOR)
+
+
 def parse(data: bytes) -> ConfigFacts:
     """The facts in a config space read, as much of it as was read.
 
     ACS lives in extended config space: a read that stops at the 256
     standard bytes (no extended config space access, as without ECAM)
-    leaves it unknown, which fails closed, not "no ACS".
+    leaves it unknown, which fails closed, not "no ACS"; so does a read
+    the device did not answer (:func:`answered`).
     """
+    if not answered(data):
+        return UNREAD
     return ConfigFacts(port_type=port_type(data), acs=acs(data),
                        acs_known=len(data) >= EXTENDED_SIZE)

@@ -126,6 +126,10 @@ def _topology(document: static_schema.Document,
 
 
 def _gpus(document: static_schema.Document) -> list[_Gpu]:
+    problem = model.size_problem(0, len(document.data['gpus']))
+    if problem:
+        raise exception.StaticLineError(
+            document.line(('gpus', model.MAX_GPUS)), problem)
     gpus: list[_Gpu] = []
     lines: dict[str, int] = {}
     module_lines: dict[int, int] = {}

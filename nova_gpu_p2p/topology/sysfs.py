@@ -32,6 +32,7 @@ from nova_gpu_p2p_guest import errors
 from nova_gpu_p2p_guest import input_file
 from oslo_log import log as logging
 
+from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import native_thread
 from nova_gpu_p2p import pci_address
@@ -56,6 +57,11 @@ UNREADABLE_CONFIG = (
     'route GPUs behind a PCIe switch count as PHB at best; switch port '
     'types are inferred from the tree. Let nova-compute\'s privsep daemon '
     'start (it needs CAP_SYS_ADMIN), or run the CLI with sudo')
+NO_ANSWER = (
+    '%s: PCI config space reads all 0xff (the device does not answer: '
+    'gone, in reset or powered off): its ACS settings are unknown and '
+    'treated as P2P Request Redirect on; find out why it does not answer '
+    '(dmesg, lspci -vvv -s ADDRESS) and run discovery again')
 
 ConfigReader = Callable[[str, int], bytes]
 #: Config space by address: bytes, None for a device that vanished, or
@@ -77,12 +83,13 @@ MAX_DISTANCE = 255
 
 def _bounded_text(text: str, high: int, low: int, where: str) -> int:
     """ASCII decimal, ``low`` to ``high``; ValueError naming ``where``."""
-    digits = text[1:] if text.startswith('-') else text
-    if not (digits.isascii() and digits.isdigit() and len(digits) <= 10
-            and low <= int(text) <= high):
+    value = ascii_decimal.parse(text.removeprefix('-'))
+    if value is not None and text.startswith('-'):
+        value = -value
+    if value is None or not low <= value <= high:
         raise ValueError('%s: %s is not a number from %d to %d'
                          % (where, errors.quoted(text), low, high))
-    return int(text)
+    return value
 
 
 def _bounded(path: str, high: int, low: int) -> int:
@@ -167,10 +174,9 @@ def _subsystem(path: str) -> dict[str, int | None]:
     kernel writes both files for every PCI function.
     """
     try:
-        return {'subsystem_vendor': _hex(
-                    os.path.join(path, 'subsystem_vendor'), 16),
-                'subsystem_device': _hex(
-                    os.path.join(path, 'subsystem_device'), 16)}
+        vendor = _hex(os.path.join(path, 'subsystem_vendor'), 16)
+        device = _hex(os.path.join(path, 'subsystem_device'), 16)
+        return {'subsystem_vendor': vendor, 'subsystem_device': device}
     except (OSError, ValueError):
         return {'subsystem_vendor': None, 'subsystem_device': None}
 
@@ -228,6 +234,7 @@ class SysfsBackend(backends.TopologyBackend):
         super().__init__(conf)
         self.root = conf.gpu_p2p.sysfs_root
         self.read_config = read_config
+        self._unanswered: list[str] = []
 
     def discover(self) -> model.HostTopology:
         devices = os.path.join(self.root, 'bus', 'pci', 'devices')
@@ -236,8 +243,10 @@ class SysfsBackend(backends.TopologyBackend):
         except OSError as exc:
             raise exception.TopologyError(
                 'cannot list PCI devices in %s: %s' % (devices, exc))
+        self._refuse_size(devices, len(entries), 0)
         functions: dict[str, model.PCIFunction] = {}
         self._config_ok = True
+        self._unanswered = []
         skipped: dict[str, OSError | ValueError] = {}
         located: dict[str, tuple[str, int]] = {}
         for address in entries:
@@ -268,13 +277,24 @@ class SysfsBackend(backends.TopologyBackend):
                                 'during the scan' % address)
                 del functions[address]
         functions = _infer_port_types(functions)
+        self._refuse_size(devices, len(functions),
+                          sum(f.is_nvidia_gpu for f in functions.values()))
         if not self._config_ok:
             findings.append(UNREADABLE_CONFIG)
+        findings.extend(NO_ANSWER % address
+                        for address in sorted(self._unanswered))
         return model.HostTopology(
             functions=functions,
             numa_nodes=self._numa_nodes(findings),
             config_space_read=self._config_ok,
             findings=tuple(findings))
+
+    @staticmethod
+    def _refuse_size(devices: str, functions: int, gpus: int) -> None:
+        problem = model.size_problem(functions, gpus)
+        if problem:
+            raise exception.TopologyError('PCI devices in %s: %s' % (
+                devices, problem))
 
     @staticmethod
     def _orphaned(functions, address) -> bool:
@@ -364,6 +384,8 @@ class SysfsBackend(backends.TopologyBackend):
             raise FileNotFoundError(errno.ENOENT, 'no such device any more',
                                     config)
         if isinstance(data, bytes) and len(data) > 64:
+            if not pci_config.answered(data):
+                self._unanswered.append(address)
             return pci_config.parse(data)
         if isinstance(data, str) and data:
             LOG.debug('privileged read of %s failed: %s', config, data)
@@ -374,7 +396,7 @@ class SysfsBackend(backends.TopologyBackend):
         base = os.path.join(self.root, 'devices', 'system', 'node')
         try:
             names = [n for n in os.listdir(base)
-                     if re.match(r'^node\d+$', n)]
+                     if re.fullmatch('node[0-9]+', n)]
         except OSError:
             findings.append('no NUMA information in %s: one node assumed'
                             % base)

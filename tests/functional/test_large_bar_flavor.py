@@ -102,3 +102,21 @@ class LargeBarFlavorTest(waits.PatientWaits, base.GPUHostsTestBase):
                         'hw:maxphysaddr_bits': str(HOST_PHYS_BITS + 1)})
         server = self.boot(self.flavor_id, expected_state='ERROR')
         self.assertIn('No valid host', server['fault']['message'])
+
+    def test_image_bits_out_of_range_refused_naming_the_property(self):
+        # Issue 35 item 1: the tenant's image sets the bits. Nova's API
+        # and ImagePropertiesFilter take -1; the driver raised ValueError
+        # (negative shift count) in _get_guest_config on every host.
+        # Nova 34's ImagePropertiesFilter raises on any image bits (it
+        # reads cpu_info, a JSON string, as a dict) and so rejects every
+        # host; a cloud without that filter, or a fixed Nova, reaches us.
+        self.useFixture(fixtures.MockPatch(
+            'nova.scheduler.filters.image_props_filter.'
+            'ImagePropertiesFilter.host_passes', return_value=True))
+        image = self.q35_image_with(hw_maxphysaddr_mode='emulate',
+                                    hw_maxphysaddr_bits='-1')
+        server = self.boot(self.flavor_id, image=image,
+                           expected_state='ERROR')
+        self.assertIn('hw_maxphysaddr_bits (image property) is -1; '
+                      'allowed: integers from 32 to 52',
+                      server['fault']['message'])

@@ -25,6 +25,7 @@ import fixtures
 import testtools
 
 from nova_gpu_p2p_guest import atomic_file
+from tests.fixtures import deadline
 
 
 def full_disk() -> mock.MagicMock:
@@ -181,3 +182,75 @@ class TestWriteOutput(testtools.TestCase):
             atomic_file.write_output('-', 'new')
         self.assertEqual('new', out.getvalue())
         self.assertEqual([], os.listdir(self.dir))
+
+
+class TestPlantedStreams(testtools.TestCase):
+    """Issue 35 item 2: streams another user planted at the output path."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        os.chmod(self.dir, 0o1777)  # as /tmp
+        self.output = os.path.join(self.dir, 'out.xml')
+
+    def other_user(self, path: str) -> int:
+        """Make ``path`` (not followed) another user's; that user's uid."""
+        if os.geteuid() == 0:
+            os.lchown(path, 4242, -1)
+            return 4242
+        self.useFixture(fixtures.MockPatch(
+            'os.geteuid', return_value=os.geteuid() + 1))
+        return os.lstat(path).st_uid
+
+    def reader(self) -> int:
+        fd = os.open(self.output, os.O_RDONLY | os.O_NONBLOCK)
+        self.addCleanup(os.close, fd)
+        return fd
+
+    def assertRefused(self, why):
+        exc = self.assertRaises(OSError, deadline.run_briefly,
+                                atomic_file.write_output, self.output, 'new')
+        self.assertEqual('refusing %s: %s' % (self.output, why),
+                         exc.strerror)
+
+    def test_fifo_nobody_reads_refused_not_waited_on(self):
+        os.mkfifo(self.output)
+        self.assertRefused('a FIFO nobody reads')
+
+    def test_another_users_fifo_refused(self):
+        os.mkfifo(self.output)
+        self.reader()
+        uid = self.other_user(self.output)
+        self.assertRefused(
+            'a FIFO owned by uid %d, not by this user (uid %d) or root, in '
+            'a sticky directory others can write to' % (uid, os.geteuid()))
+
+    def test_another_users_link_to_a_device_refused(self):
+        os.symlink('/dev/null', self.output)
+        uid = self.other_user(self.output)
+        self.assertRefused(
+            'a symbolic link owned by uid %d, not by this user (uid %d) or '
+            'root, in a sticky directory others can write to'
+            % (uid, os.geteuid()))
+
+    def test_own_fifo_in_sticky_directory_written(self):
+        os.mkfifo(self.output)
+        reader = self.reader()
+        self.assertFalse(atomic_file.write_output(self.output, 'new'))
+        self.assertEqual(b'new', os.read(reader, 100))
+
+    def test_another_users_fifo_in_a_private_directory_written(self):
+        # Not sticky, not writable by others: whoever owns the directory
+        # chose it; the directory rules of replaced files apply there.
+        os.chmod(self.dir, 0o755)
+        os.mkfifo(self.output)
+        reader = self.reader()
+        self.other_user(self.output)
+        self.assertFalse(atomic_file.write_output(self.output, 'new'))
+        self.assertEqual(b'new', os.read(reader, 100))
+
+    def test_says_whether_a_file_was_written(self):
+        self.assertTrue(atomic_file.write_output(self.output, 'new'))
+        link = os.path.join(self.dir, 'null')
+        os.symlink('/dev/null', link)
+        self.assertFalse(atomic_file.write_output(link, 'new'))

@@ -234,6 +234,17 @@ class TestNeverATraceback(CLITestCase):
     def damaged_capture(self, text: str) -> str:
         return self.write('capture.json', text)
 
+    def test_capture_to_a_device_says_no_file_written(self):
+        # Issue 35 item 2: "to PATH" where PATH leads to /dev/null.
+        tree = test_corpus.tree('mixed-vendors-nic')
+        link = os.path.join(self.dir, 'capture.json')
+        os.symlink('/dev/null', link)
+        rc, out, err = run('capture', '--no-config', '--sysfs-root', tree,
+                           '--output', link)
+        self.assertEqual((0, ''), (rc, err))
+        self.assertIn('to %s (a pipe or device: no file written)' % link,
+                      out)
+
     def test_deeply_nested_json(self):
         path = self.damaged_capture('[' * 100000 + ']' * 100000)
         self.assertUsageError('%s is not a readable nova-gpu-p2p capture: '

@@ -170,6 +170,18 @@ class TestBadValues(ConfTestCase):
     def test_clique_map_bad_address(self):
         self.assertRefused('clique_map = gpu0:1', 'clique_map', "'gpu0'")
 
+    def test_numbers_are_ascii_decimal(self):
+        # Issue 35 item 5: '\u0663'.isdigit() and int() reads it as 3;
+        # '\u00b2'.isdigit() and int() raises.
+        for digit in ('\u0663', '\u00b2'):
+            self.assertRefused('clique_map = 0000:81:00.0:%s' % digit,
+                               'clique_map', 'BDF:ID')
+            self.assertRefused('pcihole64 = 6%s' % digit, 'pcihole64',
+                               'auto, off or a size in GiB')
+            self.assertRefused('fabric_manager_address = 127.0.0.1:666%s'
+                               % digit, 'fabric_manager_address',
+                               'HOST:PORT')
+
     def test_pcihole64(self):
         self.assertRefused('pcihole64 = big', 'pcihole64', "'big'",
                            'auto, off or a size in GiB')

@@ -235,6 +235,27 @@ class TestGetGuestConfig(testtools.TestCase):
                         str(exc))
         self.assertIn('GPU P2P: hw:gpu_p2p_clique=required', self.log.output)
 
+    def test_image_phys_bits_refused_naming_the_property(self):
+        # Issue 35 item 1: hw_maxphysaddr_mode=emulate with
+        # hw_maxphysaddr_bits=-1 on the tenant's image.
+        self.guest.cpu = vconfig.LibvirtConfigGuestCPU()
+        self.guest.cpu.maxphysaddr = vconfig.LibvirtConfigGuestCPUMaxPhysAddr()
+        self.guest.cpu.maxphysaddr.mode = 'emulate'
+        self.guest.cpu.maxphysaddr.bits = -1
+        exc = self.assertRaises(
+            driver.FlavorCannotBeHonoured, self.call,
+            self.instance(**{'hw:gpu_p2p_clique': 'auto'}))
+        self.assertTrue(str(exc).startswith(
+            'hw_maxphysaddr_bits (image property) is -1; allowed: integers '
+            'from 32 to 52'), str(exc))
+        # A server that exists keeps its layout, with a warning.
+        self.guest.devices = []
+        result = self.call(self.instance(vm_state='active',
+                                         **{'hw:gpu_p2p_clique': 'auto'}))
+        self.assertIsInstance(result, libvirt_config.Guest)
+        self.assertIn('hw_maxphysaddr_bits (image property) is -1',
+                      self.log.output)
+
     def test_numa_required_without_numa_topology(self):
         instance = self.instance(**{'hw:gpu_numa_affinity': 'required'})
         exc = self.assertRaises(driver.FlavorCannotBeHonoured, self.call,
@@ -815,6 +836,19 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
              'device_spec entry has gpu_p2p_clique "1": set %s'
              % device_spec_tags.entry(GPU_B, 0)],
             self.log.output.splitlines())
+
+    def test_unicode_digit_tag_is_a_warning_not_an_error(self):
+        # Issue 35 item 5: '\u00b2'.isdigit() is true and int() refuses
+        # it; every periodic update raised, and placement went stale.
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        self.conf.config(group='pci', device_spec=[json.dumps(
+            {'address': GPU_A, 'gpu_p2p_clique': '\u00b2',
+             'traits': 'CUSTOM_GPU_P2P_CLIQUE_ID_0'})])
+        self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
+        self.assertIn(t.P2P, self.update())
+        self.assertIn('GPU P2P: GPU %s is in clique 0' % GPU_A,
+                      self.log.output)
 
 
 class TestNovaHooksWithProviderTree(testtools.TestCase):

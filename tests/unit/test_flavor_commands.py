@@ -746,6 +746,8 @@ class TestFlavorCLI(testtools.TestCase):
 
     def test_bar_gib_and_sysfs_root_errors(self):
         for argv in (('--bar-gib', '0'), ('--bar-gib', 'x'),
+                     # Issue 35 item 5: not ASCII decimal, not a number.
+                     ('--bar-gib', '6\u0664'), ('--bar-gib', '\u00b2'),
                      ('--bar-gib', '64', '--sysfs-root', self.no_gpu)):
             err = io.StringIO()
             with contextlib.redirect_stderr(err):

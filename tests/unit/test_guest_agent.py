@@ -682,3 +682,17 @@ class TestCpuAndModule(testtools.TestCase):
             self.assertIsNone(fw_cfg.load_module('/nonexistent'))
         self.assertEqual(['/sbin/modprobe', 'qemu_fw_cfg'],
                          run.call_args[0][0])
+
+
+class TestOutputToAStream(AgentBase):
+    """Issue 35 item 2: never "wrote" where no file was written."""
+
+    def test_link_to_a_device_says_no_file_written(self):
+        self.build(hand_made_description())
+        os.makedirs(os.path.dirname(self.output))
+        os.symlink('/dev/null', self.output)
+        status, out, err = self.run_agent()
+        self.assertEqual(0, status, err)
+        self.assertEqual('sent the NCCL topology of 3 GPUs and 1 NIC to %s '
+                         '(a pipe or device: no file written)\n'
+                         % self.output, out)

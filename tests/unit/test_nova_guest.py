@@ -128,11 +128,12 @@ class NovaGuestBase(testtools.TestCase):
         self.topology = topology()
 
 
-def instance(*host_nodes, vm_state='building'):
+def instance(*host_nodes, vm_state='building', extra_specs=None):
     cells = [types.SimpleNamespace(id=node) for node in host_nodes]
     return types.SimpleNamespace(
         numa_topology=types.SimpleNamespace(cells=cells) if cells else None,
-        vm_state=vm_state)
+        vm_state=vm_state,
+        flavor=types.SimpleNamespace(extra_specs=extra_specs or {}))
 
 
 class TestInstanceDevices(NovaGuestBase):
@@ -248,6 +249,18 @@ class TestReadFacts(NovaGuestBase):
         self.guest.cpu.maxphysaddr.mode = 'emulate'
         self.guest.cpu.maxphysaddr.bits = 42
         self.assertEqual(42, self.read(host_bits=46).phys_bits)
+
+    def test_phys_bits_property_named(self):
+        # Issue 35 item 1: a refusal names where the tenant set the bits;
+        # Nova reads the flavor's key first, then the image's property.
+        self.guest.cpu.maxphysaddr = vconfig.LibvirtConfigGuestCPUMaxPhysAddr()
+        self.guest.cpu.maxphysaddr.mode = 'emulate'
+        self.guest.cpu.maxphysaddr.bits = -1
+        self.assertEqual('hw_maxphysaddr_bits (image property)',
+                         self.read().phys_bits_property)
+        flavor = instance(0, 1, extra_specs={'hw:maxphysaddr_bits': '-1'})
+        self.assertEqual('hw:maxphysaddr_bits (flavor extra spec)',
+                         self.read(flavor).phys_bits_property)
 
     def test_phys_bits_passthrough_mode(self):
         self.guest.cpu.maxphysaddr = vconfig.LibvirtConfigGuestCPUMaxPhysAddr()

@@ -187,8 +187,12 @@ class TestGarbage(testtools.TestCase):
         self.assertTrue(pci_config.parse(bytes(data)).acs_known)
 
     def test_vanished_device_reads_all_ones(self):
-        self.assertEqual(pci_config.ConfigFacts(None, None),
-                         pci_config.parse(b'\xff' * pci_config.EXTENDED_SIZE))
+        # Vendor ID 0xffff: the device did not answer, nothing is known
+        # (issue 35 item 4: this read as "no ACS", failing open).
+        self.assertIs(pci_config.UNREAD,
+                      pci_config.parse(b'\xff' * pci_config.EXTENDED_SIZE))
+        self.assertFalse(pci_config.answered(b'\xff' * 64))
+        self.assertTrue(pci_config.answered(bytes(downstream_port())))
 
 
 class TestCpulist(testtools.TestCase):

@@ -98,6 +98,24 @@ class TestDamagedTree(testtools.TestCase):
         self.assertIn('a bridge above it vanished', topology.findings[1])
         self.assertEqual([GPU_A], [g.address for g in topology.gpus()])
 
+    def test_port_reading_all_ones_counts_as_redirect(self):
+        # Issue 35 item 4: a switch port that does not answer reads as all
+        # 0xff; its ACS is unknown (fail closed), not "none", and said so.
+        self.build()
+        route = lc.AcsPolicy.ROUTE
+        self.assertEqual(lc.LinkClass.PIX, lc.effective_class(
+            self.discover(), GPU_A, GPU_B, route))
+        with open(self.path(PORT_A, 'config'), 'wb') as f:
+            f.write(b'\xff' * 4096)
+        topology = self.discover()
+        port = topology.functions[PORT_A]
+        self.assertFalse(port.acs_known)
+        self.assertIs(model.PortType.DOWNSTREAM, port.port_type)
+        self.assertEqual(lc.LinkClass.PHB, lc.effective_class(
+            topology, GPU_A, GPU_B, route))
+        self.assertEqual([sysfs.NO_ANSWER % PORT_A], list(topology.findings))
+        self.assertTrue(topology.config_space_read)
+
     def test_no_numa_node(self):
         self.build()
         with open(self.path(GPU_A, 'numa_node'), 'w') as f:
