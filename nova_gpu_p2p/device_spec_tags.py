@@ -51,6 +51,8 @@ import json
 import types
 import warnings
 
+from nova_gpu_p2p_guest import errors
+
 from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.topology import host_cliques as host_cliques
@@ -161,7 +163,9 @@ def _provider_wrong(present: Set[str], clique_id: int | None,
 
 def _tag(tags: Mapping[str, str], key: str) -> str:
     value = tags.get(key)
-    return 'no %s tag' % key if value is None else '%s "%s"' % (key, value)
+    if value is None:
+        return 'no %s tag' % key
+    return '%s %s' % (key, errors.quoted(value))
 
 
 def _entry_wrong(tags: Mapping[str, str], clique_id: int | None,

@@ -466,7 +466,7 @@ class TestCheckCLI(CheckCLIBase):
         self.assertIn(
             'Warning [pci] device_spec 0000:04:00.0: GPU 0000:04:00.0 is in '
             'clique 0 but its [pci] device_spec entry has gpu_p2p_clique '
-            '"3"; fix: set device_spec = {"address": "0000:04:00.0", '
+            "'3'; fix: set device_spec = {\"address\": \"0000:04:00.0\", "
             '"traits": "CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}',
             lines(out))
 

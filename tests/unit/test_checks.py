@@ -870,7 +870,7 @@ class TestPlacement(testtools.TestCase):
         self.assertEqual(
             'GPU %s is in clique 0 but its placement provider has '
             'CUSTOM_GPU_P2P_CLIQUE_ID_1 and its [pci] device_spec entry has '
-            'gpu_p2p_clique "1"' % B, check.message)
+            'gpu_p2p_clique \'1\'' % B, check.message)
         self.assertEqual('set device_spec = %s' % spec(B, 0), check.fix)
 
     def test_gpu_in_no_clique_with_a_tag(self):

@@ -134,13 +134,13 @@ class TestProblems(testtools.TestCase):
     def test_wrong_tag(self):
         self.assertEqual(
             [_missing(A, 0, 'its [pci] device_spec entry has '
-                            'gpu_p2p_clique "1"')],
+                            'gpu_p2p_clique \'1\'')],
             device_spec_tags.problems({A: 0}, {}, {A: _tags(1)}))
 
     def test_unreadable_tag(self):
         self.assertEqual(
             [_missing(A, 0, 'its [pci] device_spec entry has '
-                            'gpu_p2p_clique "zero"')],
+                            'gpu_p2p_clique \'zero\'')],
             device_spec_tags.problems({A: 0}, {},
                                       {A: {'gpu_p2p_clique': 'zero'}}))
 
@@ -170,7 +170,7 @@ class TestProblems(testtools.TestCase):
         self.assertEqual(
             ['GPU 0000:81:00.0 is in no clique but its placement provider '
              'has CUSTOM_GPU_P2P_CLIQUE_ID_2 and its [pci] device_spec '
-             'entry has gpu_p2p_clique "2": remove the clique trait and tag '
+             'entry has gpu_p2p_clique \'2\': remove the clique trait and tag '
              'from its [pci] device_spec entry'],
             device_spec_tags.problems({C: None}, {C: {ID % 2, 'CUSTOM_X'}},
                                       {C: _tags(2)}))
@@ -178,7 +178,7 @@ class TestProblems(testtools.TestCase):
     def test_unreadable_tag_on_gpu_without_clique(self):
         self.assertEqual(
             ['GPU 0000:81:00.0 is in no clique but its [pci] device_spec '
-             'entry has gpu_p2p_clique "x": remove the clique trait and tag '
+             'entry has gpu_p2p_clique \'x\': remove the clique trait and tag '
              'from its [pci] device_spec entry'],
             device_spec_tags.problems({C: None}, {},
                                       {C: {'gpu_p2p_clique': 'x'}}))
@@ -303,7 +303,7 @@ class TestPartitions(testtools.TestCase):
     def test_entry_with_wrong_partitions(self):
         self.assertEqual(
             [_held_missing('its [pci] device_spec entry has '
-                           'gpu_p2p_clique "1", gpu_p2p_partitions "0:8"')],
+                           "gpu_p2p_clique '1', gpu_p2p_partitions '0:8'")],
             device_spec_tags.problems(
                 {A: 0}, {}, {A: dict(_tags(1), gpu_p2p_partitions='0:8')},
                 {A: HELD}))
@@ -316,7 +316,7 @@ class TestPartitions(testtools.TestCase):
                             'CUSTOM_GPU_P2P_PARTITION_1, '
                             'CUSTOM_GPU_P2P_PARTITION_3 and its [pci] '
                             'device_spec entry has gpu_p2p_partitions '
-                            '"0:8,1:4,3:2"')],
+                            "'0:8,1:4,3:2'")],
             device_spec_tags.problems({A: 0}, {A: HELD_TRAITS},
                                       {A: _held_tags()}))
 

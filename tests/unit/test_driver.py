@@ -833,7 +833,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.update()
         self.assertEqual(
             ['GPU P2P: GPU 0000:04:00.0 is in clique 0 but its [pci] '
-             'device_spec entry has gpu_p2p_clique "1": set %s'
+             "device_spec entry has gpu_p2p_clique '1': set %s"
              % device_spec_tags.entry(GPU_B, 0)],
             self.log.output.splitlines())
 
