@@ -441,8 +441,8 @@ function configure_nova_gpu_p2p {
         fi
     fi
     if is_service_enabled n-cpu; then
-        # The [gpu_p2p] values as nova-compute will read them, now: a
-        # value it would refuse stops stack.sh here.
+        # nova-gpu-p2p topology reads the [gpu_p2p] group as nova-compute
+        # will: a value it would refuse stops stack.sh here.
         _gpu_p2p_add_clique_device_specs
     fi
     if [[ "$GPU_P2P_PCI_IN_PLACEMENT" == True ]]; then
