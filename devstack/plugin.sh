@@ -29,14 +29,20 @@ _GPU_P2P_DRIVER=gpu_p2p.GPUP2PLibvirtDriver
 # What devstack's lib/nova_plugins/hypervisor-libvirt sets; clean restores it.
 _GPU_P2P_LIBVIRT_DRIVER=libvirt.LibvirtDriver
 # The [gpu_p2p] options (nova_gpu_p2p/conf.py); GPU_P2P_<OPTION> sets one.
-_GPU_P2P_OPTIONS="topology_backend sysfs_root static_topology_file p2p_level
-acs_policy clique_map expander_bus_grouping align_device_types
-guest_numa_distances pcihole64 guest_topology clique_fit_weight_multiplier
-report_traits fabric_manager_address fabric_manager_library module_id_file
-allow_consumer_gpu_cliques trusted_gpu_models pci_ids_file candidates_per_host"
+# nova-compute reads these, on n-cpu hosts:
+_GPU_P2P_COMPUTE_OPTIONS="topology_backend sysfs_root static_topology_file
+p2p_level acs_policy clique_map expander_bus_grouping align_device_types
+guest_numa_distances pcihole64 guest_topology report_traits
+fabric_manager_address fabric_manager_library module_id_file
+allow_consumer_gpu_cliques trusted_gpu_models pci_ids_file"
+# and nova-scheduler these, on n-sch hosts (a controller without n-cpu too):
+_GPU_P2P_SCHEDULER_OPTIONS="clique_fit_weight_multiplier candidates_per_host"
 _GPU_P2P_CLIQUE_FILTER=nova_gpu_p2p.scheduler.GPUP2PCliqueFilter
 _GPU_P2P_WEIGHER=nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher
-_GPU_P2P_FILTERS="GPUP2PCliqueFilter PciPassthroughFilter NUMATopologyFilter"
+# Ours first: it trims the allocation candidates that Nova's two check one
+# by one (doc/source/scheduling-scale.rst).
+_GPU_P2P_FILTER=GPUP2PCliqueFilter
+_GPU_P2P_NOVA_CANDIDATE_FILTERS="PciPassthroughFilter NUMATopologyFilter"
 # Nova's own [filter_scheduler] defaults, for a nova.conf that sets none
 # (devstack's always sets enabled_filters, never the other two).
 _GPU_P2P_NOVA_FILTERS=ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter
@@ -72,9 +78,45 @@ function check_nova_gpu_p2p_settings {
     for var in GPU_P2P_FLAVOR_GPUS GPU_P2P_FLAVOR_NUMA_NODES \
             GPU_P2P_FLAVOR_VCPUS GPU_P2P_FLAVOR_RAM GPU_P2P_FLAVOR_DISK \
             GPU_P2P_PLACEMENT_CAP; do
-        if [[ -n "${!var}" && ! "${!var}" =~ ^[0-9]+$ ]]; then
-            die $LINENO "$var=${!var}: give a whole number"
+        # No leading zero: "00" is not 0 to the plugin's tests, and Nova
+        # refuses max_placement_results = 00 (its minimum is 1).
+        if [[ -n "${!var}" && ! "${!var}" =~ ^(0|[1-9][0-9]*)$ ]]; then
+            die $LINENO "$var=${!var}: give a whole number, without leading zeros"
         fi
+    done
+    _gpu_p2p_check_local_conf_pci
+}
+
+# The plugin's [pci] lines and local.conf's [[post-config|$NOVA_CONF]]
+# [pci] cannot both be kept: stack.sh merges local.conf after the plugin's
+# post-config with iniset, which rewrites every line of a multi valued
+# option (one device_spec line there becomes as many copies of it as the
+# plugin wrote lines), or inidelete and iniadd_literal, which drop them.
+function _gpu_p2p_check_local_conf_pci {
+    local local_conf=${TOP_DIR:-}/local.conf
+    local conf option setting
+    if [[ -z "$GPU_P2P_ALIAS" || -z "${TOP_DIR:-}" || ! -r "$local_conf" ]]; then
+        return 0
+    fi
+    # The names as local.conf writes them, unexpanded.
+    # shellcheck disable=SC2016
+    for conf in '$NOVA_CONF' '$NOVA_CPU_CONF'; do
+        for option in device_spec passthrough_whitelist alias; do
+            setting=GPU_P2P_PCI_DEVICE_SPECS
+            if [[ $option == alias ]]; then
+                setting=GPU_P2P_PCI_ALIASES
+                is_service_enabled n-api n-cpu || continue
+            else
+                is_service_enabled n-cpu || continue
+            fi
+            if get_meta_section "$local_conf" post-config "$conf" |
+                    awk -v option="$option" '
+                        /^\[.*\]/ { in_pci = ($0 ~ /^\[pci\]/) ; next }
+                        in_pci && $0 ~ "^" option "[ \t]*=" { found = 1 }
+                        END { exit !found }'; then
+                die $LINENO "local.conf's [[post-config|$conf]] sets [pci] $option: devstack merges it after the plugin and it replaces every [pci] $option line the plugin writes for GPU_P2P_ALIAS=$GPU_P2P_ALIAS (the GPUs' clique lines): give its values in $setting instead, one per line, and the plugin writes them beside its own"
+            fi
+        done
     done
 }
 
@@ -93,6 +135,48 @@ function install_nova_gpu_p2p {
           "$GPU_P2P_TOPOLOGY_BACKEND" == fabricmanager ]]; then
         pip_install "$_GPU_P2P_NVML_REQUIREMENT"
     fi
+    _gpu_p2p_move_shim_into_nova
+    # Stop here, not at "nova-api did not start", if Nova cannot load us.
+    "$PYTHON" -c 'import nova.cmd.compute, nova.virt.gpu_p2p' ||
+        die $LINENO "Nova's Python ($PYTHON) cannot import nova.cmd.compute and nova.virt.gpu_p2p after installing nova-gpu-p2p (the error is above)"
+}
+
+# The driver shim as Nova's own checkout ($NOVA_DIR, installed editable by
+# setup_develop) must hold it.
+function _gpu_p2p_nova_shim {
+    echo "$NOVA_DIR/nova/virt/gpu_p2p.py"
+}
+
+# devstack installs Nova editable: its package is $NOVA_DIR/nova, found
+# through setuptools' editable finder or a .pth line, after site-packages.
+# The shim pip_install wrote, site-packages/nova/virt/gpu_p2p.py, sits in a
+# nova/ with no __init__.py there, which Python then takes for the whole of
+# a namespace package nova: Nova stops importing. So the shim moves into
+# Nova's checkout as a link to ours, and nothing of ours stays under
+# site-packages/nova/. (A Nova installed from a wheel has its own
+# site-packages/nova/, where the shim can stay.)
+function _gpu_p2p_move_shim_into_nova {
+    local installed dir sudo=""
+    if [[ ! -f "$NOVA_DIR/nova/virt/__init__.py" ]]; then
+        return 0
+    fi
+    ln -sfn "$GPU_P2P_DIR/nova/virt/gpu_p2p.py" "$(_gpu_p2p_nova_shim)"
+    installed=$("$PYTHON" -c 'import importlib.metadata as m, sys
+print(m.distribution(sys.argv[1]).locate_file(sys.argv[2]))' \
+        nova-gpu-p2p nova/virt/gpu_p2p.py)
+    dir=$(dirname "$installed")
+    if [[ ! -f "$installed" || -f "$dir/__init__.py" ]]; then
+        # No shim there, or Nova's own package: nothing to take back.
+        return 0
+    fi
+    if [[ ! -w "$dir" ]]; then
+        # The system's site-packages (GLOBAL_VENV=False): pip_install ran
+        # pip with sudo.
+        sudo=sudo
+    fi
+    $sudo rm -f "$installed" "$dir"/__pycache__/gpu_p2p.*.pyc
+    # The directories pip made for the shim alone; rmdir leaves any other.
+    $sudo rmdir "$dir/__pycache__" "$dir" "$(dirname "$dir")" 2>/dev/null || true
 }
 
 # stack.sh runs configure_neutron_nova in the background while the
@@ -234,13 +318,48 @@ function _gpu_p2p_list_remove {
     fi
 }
 
+# enabled_filters with ours and Nova's PciPassthroughFilter and
+# NUMATopologyFilter in it, ours before both: where another plugin or
+# local.conf listed them already, ours goes right before the first of them;
+# otherwise all three go last. Every other filter keeps its place.
+function _gpu_p2p_add_filters {
+    local file=$1
+    local value name
+    local -a names kept=()
+    value=$(iniget "$file" filter_scheduler enabled_filters)
+    value=${value// /}
+    value=${value:-$_GPU_P2P_NOVA_FILTERS}
+    IFS=, read -r -a names <<<"$value"
+    for name in "${names[@]}"; do
+        if [[ "$name" != "$_GPU_P2P_FILTER" ]]; then
+            kept+=("$name")
+        fi
+    done
+    value=""
+    local placed=""
+    for name in "${kept[@]}"; do
+        if [[ -z "$placed" && " $_GPU_P2P_NOVA_CANDIDATE_FILTERS " == *" $name "* ]]; then
+            value=${value:+$value,}$_GPU_P2P_FILTER
+            placed=1
+        fi
+        value=${value:+$value,}$name
+    done
+    if [[ -z "$placed" ]]; then
+        value=${value:+$value,}$_GPU_P2P_FILTER
+    fi
+    for name in $_GPU_P2P_NOVA_CANDIDATE_FILTERS; do
+        if [[ ",$value," != *",$name,"* ]]; then
+            value=$value,$name
+        fi
+    done
+    iniset "$file" filter_scheduler enabled_filters "$value"
+}
+
 # The filters and the weigher. available_filters is multi valued: a value
 # of ours alone would replace Nova's default, so that is written too.
 function _gpu_p2p_add_scheduler_classes {
     local file=$1
-    # shellcheck disable=SC2086
-    _gpu_p2p_list_add "$file" filter_scheduler enabled_filters \
-        "$_GPU_P2P_NOVA_FILTERS" $_GPU_P2P_FILTERS
+    _gpu_p2p_add_filters "$file"
     if ! ini_has_option "$file" filter_scheduler available_filters; then
         iniset "$file" filter_scheduler available_filters \
             "$_GPU_P2P_NOVA_AVAILABLE_FILTERS"
@@ -255,7 +374,8 @@ function _gpu_p2p_remove_scheduler_classes {
     local file=$1
     # shellcheck disable=SC2086
     _gpu_p2p_list_remove "$file" filter_scheduler enabled_filters \
-        "$_GPU_P2P_NOVA_FILTERS" $_GPU_P2P_FILTERS
+        "$_GPU_P2P_NOVA_FILTERS" "$_GPU_P2P_FILTER" \
+        $_GPU_P2P_NOVA_CANDIDATE_FILTERS
     _gpu_p2p_ini_remove "$file" filter_scheduler \
         "available_filters = $_GPU_P2P_CLIQUE_FILTER"
     if [[ "$(iniget_multiline "$file" filter_scheduler available_filters)" == \
@@ -300,36 +420,39 @@ function configure_nova_gpu_p2p {
     _gpu_p2p_wait_for_nova_conf_writers
     if is_service_enabled n-cpu; then
         iniset "$NOVA_CONF" DEFAULT compute_driver "$_GPU_P2P_DRIVER"
-        local option var
-        for option in $_GPU_P2P_OPTIONS; do
-            var=GPU_P2P_${option^^}
-            if [[ -n "${!var}" ]]; then
-                iniset "$NOVA_CONF" gpu_p2p "$option" "${!var}"
-            fi
-        done
+        _gpu_p2p_set_options "$_GPU_P2P_COMPUTE_OPTIONS"
         if [[ -n "$GPU_P2P_CPU_DEDICATED_SET" ]]; then
             iniset "$NOVA_CONF" compute cpu_dedicated_set "$GPU_P2P_CPU_DEDICATED_SET"
         fi
+    fi
+    if is_service_enabled n-sch; then
+        _gpu_p2p_set_options "$_GPU_P2P_SCHEDULER_OPTIONS"
     fi
     if [[ -n "$GPU_P2P_ALIAS" ]]; then
         # nova-api turns the flavor's alias into a PCI request and
         # nova-compute claims devices for it; only nova-compute offers them.
         if is_service_enabled n-api n-cpu; then
             _gpu_p2p_ini_add "$NOVA_CONF" pci alias "$(_gpu_p2p_pci_alias)"
+            _gpu_p2p_ini_add_lines "$NOVA_CONF" pci alias "$GPU_P2P_PCI_ALIASES"
         fi
         if is_service_enabled n-cpu; then
             _gpu_p2p_ini_add "$NOVA_CONF" pci device_spec "$(_gpu_p2p_pci_device_spec)"
-            _gpu_p2p_add_clique_device_specs
+            _gpu_p2p_ini_add_lines "$NOVA_CONF" pci device_spec "$GPU_P2P_PCI_DEVICE_SPECS"
         fi
+    fi
+    if is_service_enabled n-cpu; then
+        # nova-gpu-p2p topology reads the [gpu_p2p] group as nova-compute
+        # will: a value it would refuse stops stack.sh here.
+        _gpu_p2p_add_clique_device_specs
     fi
     if [[ "$GPU_P2P_PCI_IN_PLACEMENT" == True ]]; then
         if is_service_enabled n-cpu; then
             iniset "$NOVA_CONF" pci report_in_placement True
         fi
-        # Nova reads it in nova-api and nova-conductor too.
-        if is_service_enabled n-api n-cond n-sch; then
-            iniset "$NOVA_CONF" filter_scheduler pci_in_placement True
-        fi
+        local conf
+        for conf in $(_gpu_p2p_pci_in_placement_confs); do
+            iniset "$conf" filter_scheduler pci_in_placement True
+        done
     fi
     if is_service_enabled n-sch && [[ "$GPU_P2P_SCHEDULER_FILTERS" == True ]]; then
         _gpu_p2p_add_scheduler_classes "$NOVA_CONF"
@@ -344,6 +467,50 @@ function configure_nova_gpu_p2p {
     fi
 }
 
+# The [gpu_p2p] OPTIONS (space separated) that have a GPU_P2P_ setting.
+function _gpu_p2p_set_options {
+    local option var
+    for option in $1; do
+        var=GPU_P2P_${option^^}
+        if [[ -n "${!var}" ]]; then
+            iniset "$NOVA_CONF" gpu_p2p "$option" "${!var}"
+        fi
+    done
+}
+
+# Add each line of LINES (newline separated) as a value of the multi valued
+# OPTION, after the plugin's own value made the section: iniadd_literal
+# writes a value as it is, where iniset would squeeze and glob it.
+function _gpu_p2p_ini_add_lines {
+    local file=$1 section=$2 option=$3 lines=$4
+    local line
+    while IFS= read -r line; do
+        if [[ -n "${line// /}" ]] &&
+                ! _gpu_p2p_ini_has_line "$file" "$section" "$option = $line"; then
+            iniadd_literal "$file" "$section" "$option" "$line"
+        fi
+    done <<<"$lines"
+}
+
+# The files of this host's services that read [filter_scheduler]
+# pci_in_placement: nova-api, nova-scheduler and every conductor. In
+# devstack's default superconductor layout each cell's conductor reads
+# only its nova_cellN.conf, which n-cond hosts get.
+function _gpu_p2p_pci_in_placement_confs {
+    local i
+    if is_service_enabled n-api n-sch n-cond n-super-cond; then
+        echo "$NOVA_CONF"
+    fi
+    if [[ "${CELLSV2_SETUP:-superconductor}" == singleconductor ]]; then
+        return 0
+    fi
+    for ((i = 1; i <= ${NOVA_NUM_CELLS:-1}; i++)); do
+        if is_service_enabled n-cond "n-cond-cell$i"; then
+            conductor_conf "$i"
+        fi
+    done
+}
+
 # Each GPU's own device_spec line, ahead of the line for the whole model
 # (Nova uses the first entry that matches): the GPU's placement provider
 # gets its clique trait, and nova-scheduler reads the clique from the tag.
@@ -351,11 +518,12 @@ function configure_nova_gpu_p2p {
 # changed since.
 function _gpu_p2p_add_clique_device_specs {
     local lines line
-    _gpu_p2p_remove_clique_device_specs "$NOVA_CONF"
-    if ! lines=$(_gpu_p2p_clique_device_specs); then
-        warn $LINENO "nova-gpu-p2p topology failed (its message is above): no per-GPU [pci] device_spec lines, so nova-scheduler cannot pick GPUs of one clique for hw:gpu_p2p_clique=required"
+    lines=$(_gpu_p2p_clique_device_specs) ||
+        die $LINENO "nova-gpu-p2p topology refused the [gpu_p2p] settings in $NOVA_CONF or could not read this host's GPUs (its message is above): fix the GPU_P2P_* setting it names"
+    if [[ -z "$GPU_P2P_ALIAS" ]]; then
         return 0
     fi
+    _gpu_p2p_remove_clique_device_specs "$NOVA_CONF"
     # Each line goes right after [pci]: the last first keeps their order.
     while IFS= read -r line; do
         if [[ -n "$line" ]]; then
@@ -400,7 +568,7 @@ function create_nova_gpu_p2p_flavor {
 }
 
 function cleanup_nova_gpu_p2p {
-    local conf
+    local conf line
     for conf in "$NOVA_CONF" "${NOVA_CPU_CONF:-}"; do
         if [[ ! -f "$conf" ]]; then
             continue
@@ -413,10 +581,15 @@ function cleanup_nova_gpu_p2p {
             _gpu_p2p_ini_remove "$conf" pci "alias = $(_gpu_p2p_pci_alias)"
             _gpu_p2p_ini_remove "$conf" pci "device_spec = $(_gpu_p2p_pci_device_spec)"
             _gpu_p2p_remove_clique_device_specs "$conf"
+            while IFS= read -r line; do
+                _gpu_p2p_ini_remove "$conf" pci "alias = $line"
+            done <<<"$GPU_P2P_PCI_ALIASES"
+            while IFS= read -r line; do
+                _gpu_p2p_ini_remove "$conf" pci "device_spec = $line"
+            done <<<"$GPU_P2P_PCI_DEVICE_SPECS"
         fi
         if [[ "$GPU_P2P_PCI_IN_PLACEMENT" == True ]]; then
             _gpu_p2p_remove_value "$conf" pci report_in_placement True
-            _gpu_p2p_remove_value "$conf" filter_scheduler pci_in_placement True
         fi
         if [[ -n "$GPU_P2P_CPU_DEDICATED_SET" &&
                 "$(iniget "$conf" compute cpu_dedicated_set)" == "$GPU_P2P_CPU_DEDICATED_SET" ]]; then
@@ -429,29 +602,92 @@ function cleanup_nova_gpu_p2p {
             _gpu_p2p_remove_value "$conf" scheduler max_placement_results "$GPU_P2P_PLACEMENT_CAP"
         fi
     done
+    if [[ "$GPU_P2P_PCI_IN_PLACEMENT" == True ]]; then
+        for conf in "$NOVA_CONF" "${NOVA_CPU_CONF:-}" $(_gpu_p2p_pci_in_placement_confs); do
+            _gpu_p2p_remove_value "$conf" filter_scheduler pci_in_placement True
+        done
+    fi
     if _gpu_p2p_caps_placement; then
         _gpu_p2p_remove_value "${PLACEMENT_CONF:-}" placement max_allocation_candidates "$GPU_P2P_PLACEMENT_CAP"
         _gpu_p2p_remove_value "${PLACEMENT_CONF:-}" placement allocation_candidates_generation_strategy breadth-first
         _gpu_p2p_remove_value "${PLACEMENT_CONF:-}" workarounds optimize_for_wide_provider_trees True
     fi
-    # pip_uninstall ignores devstack's global venv (GLOBAL_VENV), where
-    # pip_install put the package: point it there.
-    if [[ "${GLOBAL_VENV:-}" == True && -d "${DEVSTACK_VENV:-}" ]]; then
-        PIP_VIRTUAL_ENV=$DEVSTACK_VENV pip_uninstall nova-gpu-p2p nova-gpu-p2p-guest
-    else
-        pip_uninstall nova-gpu-p2p nova-gpu-p2p-guest
+    # The sections stack made for its options alone go with them.
+    for conf in "$NOVA_CONF" "${NOVA_CPU_CONF:-}" $(_gpu_p2p_pci_in_placement_confs) "${PLACEMENT_CONF:-}"; do
+        _gpu_p2p_remove_empty_sections "$conf" pci compute scheduler filter_scheduler placement workarounds
+    done
+    if [[ -L "$(_gpu_p2p_nova_shim)" &&
+            "$(readlink "$(_gpu_p2p_nova_shim)")" == "$GPU_P2P_DIR/nova/virt/gpu_p2p.py" ]]; then
+        rm -f "$(_gpu_p2p_nova_shim)"
     fi
+    # pip_uninstall takes one name, and ignores devstack's global venv
+    # (GLOBAL_VENV), where pip_install put the package: point it there.
+    local name
+    for name in nova-gpu-p2p nova-gpu-p2p-guest; do
+        if [[ "${GLOBAL_VENV:-}" == True && -d "${DEVSTACK_VENV:-}" ]]; then
+            PIP_VIRTUAL_ENV=$DEVSTACK_VENV pip_uninstall "$name"
+        else
+            pip_uninstall "$name"
+        fi
+    done
 }
 
-if is_service_enabled n-cpu n-api n-sch; then
+# Remove from FILE each of the SECTIONS that holds no line but blank ones,
+# with the blank line before its header that iniset wrote with it.
+function _gpu_p2p_remove_empty_sections {
+    local file=$1
+    shift
+    local tmp
+    if [[ ! -f "$file" ]]; then
+        return 0
+    fi
+    tmp=$(mktemp)
+    awk -v names=" $* " '
+        { line[n++] = $0 }
+        END {
+            for (i = 0; i < n; i++) {
+                if (line[i] ~ /^\[[^]]*\]$/ &&
+                        index(names, " " substr(line[i], 2, length(line[i]) - 2) " ")) {
+                    j = i + 1
+                    while (j < n && line[j] ~ /^[ \t]*$/) j++
+                    if (j == n || line[j] ~ /^\[/) {
+                        if (kept > 0 && out[kept - 1] == "") kept--
+                        continue
+                    }
+                }
+                out[kept++] = line[i]
+            }
+            for (i = 0; i < kept; i++) print out[i]
+        }' "$file" >"$tmp"
+    cat "$tmp" >"$file"
+    rm -f "$tmp"
+}
+
+# Every service whose configuration the plugin writes: nova-compute,
+# nova-api, nova-scheduler, the conductors (n-cond, or devstack's
+# superconductor and cell conductors) and placement.
+function _gpu_p2p_services {
+    local i
+    echo n-cpu n-api n-sch n-cond n-super-cond placement-api
+    for ((i = 1; i <= ${NOVA_NUM_CELLS:-1}; i++)); do
+        echo "n-cond-cell$i"
+    done
+}
+
+# shellcheck disable=SC2046
+if is_service_enabled $(_gpu_p2p_services); then
     if [[ "${1:-}" == stack ]]; then
         case "${2:-}" in
             pre-install)
                 check_nova_gpu_p2p_settings
                 ;;
             install)
-                echo_summary "Installing nova-gpu-p2p"
-                install_nova_gpu_p2p
+                # Only where Nova loads the package: the driver, the
+                # flavor validators, the scheduler classes.
+                if is_service_enabled n-cpu n-api n-sch; then
+                    echo_summary "Installing nova-gpu-p2p"
+                    install_nova_gpu_p2p
+                fi
                 ;;
             post-config)
                 echo_summary "Configuring nova-gpu-p2p"

@@ -17,9 +17,15 @@
 Each run is one ``bash`` that sources the stand-in helpers
 (tests/fixtures/devstack/functions: they record every call, and the INI
 helpers edit the file as devstack's do), then devstack/settings, then
-plugin.sh once per phase, as stack.sh, unstack.sh and clean.sh do. The
-nova.conf written is read back with oslo.config's parser and checked with
-the driver's own option types and Nova's own PCI alias schema.
+plugin.sh once per phase, as stack.sh, unstack.sh and clean.sh do, with
+local.conf's ``[[post-config|...]]`` sections merged where stack.sh merges
+them. The nova.conf written is read back with oslo.config's parser and
+checked with the driver's own option types and Nova's own PCI alias schema.
+
+With ``NOVA_GPU_P2P_DEVSTACK_DIR`` set to a checkout of openstack/devstack,
+the same tests run on devstack's own function library instead of the
+stand-in's (only what installs or starts something is stood in for):
+doc/source/devstack.rst says at which devstack commit they passed.
 
 The compute host's GPUs are a corpus host's sysfs tree
 (:data:`HOST_TREE`), never those of the machine running the tests.
@@ -45,6 +51,7 @@ from nova.pci import whitelist
 from oslo_config import cfg
 import testtools
 
+from nova_gpu_p2p.checks import scheduler_settings
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import flavor_commands as fc
@@ -92,6 +99,9 @@ enabled_filters = %s
 cpu_mode = none
 virt_type = kvm
 """ % DEVSTACK_FILTERS
+#: nova_cell1.conf as devstack's lib/nova leaves it, in short.
+CELL_SEED = ('[database]\nconnection = sqlite://\n\n'
+             '[conductor]\nworkers = 2\n')
 #: placement.conf as devstack's lib/placement leaves it, in short.
 PLACEMENT_SEED = '[placement_database]\nconnection = sqlite://\n'
 ALL_SERVICES = 'key,g-api,n-api,n-cond,n-sch,n-cpu,placement-api'
@@ -99,7 +109,10 @@ ALL_SERVICES = 'key,g-api,n-api,n-cond,n-sch,n-cpu,placement-api'
 #: post-config and extra (start_nova_compute copies nova.conf to
 #: nova-cpu.conf).
 STACK = ['stack pre-install', 'stack install', 'stack post-config',
-         'start-nova', 'stack extra', 'stack test-config']
+         'merge-post-config', 'start-nova', 'stack extra',
+         'stack test-config']
+#: A checkout of openstack/devstack whose functions the tests run on.
+DEVSTACK_DIR = os.environ.get('NOVA_GPU_P2P_DEVSTACK_DIR', '')
 CLEAN = ['unstack', 'clean']
 
 
@@ -111,11 +124,13 @@ def installs(host):
             ['pip_install', '--no-deps', checkout]]
 
 
+#: A static topology of one GPU, for OPTION_VALUES.
+STATIC_TOPOLOGY = os.path.join(STANDIN, 'static-topology.yaml')
 #: Valid values for every [gpu_p2p] option, none of them the default.
 OPTION_VALUES = {
     'topology_backend': 'static',
     'sysfs_root': '/srv/sys',
-    'static_topology_file': '/etc/nova/gpu-topology.yaml',
+    'static_topology_file': STATIC_TOPOLOGY,
     'p2p_level': 'PHB',
     'acs_policy': 'ignore',
     'clique_map': '0000:81:00.0:0,0000:82:00.0:0',
@@ -135,6 +150,15 @@ OPTION_VALUES = {
     'candidates_per_host': '5',
 }
 PCI = {'GPU_P2P_ALIAS': 'h100', 'GPU_P2P_PRODUCT_ID': '2330'}
+NIC_SPEC = '{"vendor_id": "15b3", "product_id": "101e"}'
+#: A NIC's device_spec in local.conf, as an operator would add it.
+LOCAL_CONF_PCI = """[[local|localrc]]
+enable_plugin nova-gpu-p2p https://opendev.org/openstack/nova-gpu-p2p
+
+[[post-config|$NOVA_CONF]]
+[pci]
+device_spec = %s
+""" % NIC_SPEC.replace('"', '\\"')
 BROAD_SPEC = '{"vendor_id":"10de","product_id":"2330"}'
 
 
@@ -167,10 +191,12 @@ def load_gpu_p2p(path):
 class Devstack(fixtures.Fixture):
     """A devstack host: DEST, /etc/nova, the stand-in, the call log."""
 
-    def __init__(self, services=ALL_SERVICES, seed=SEED, **settings):
+    def __init__(self, services=ALL_SERVICES, seed=SEED, local_conf='',
+                 **settings):
         super().__init__()
         self.services = services
         self.seed = seed
+        self.local_conf = local_conf
         self.settings = settings
 
     def _setUp(self):
@@ -182,21 +208,46 @@ class Devstack(fixtures.Fixture):
         self.nova_conf = os.path.join(etc, 'nova.conf')
         self.cpu_conf = os.path.join(etc, 'nova-cpu.conf')
         self.placement_conf = os.path.join(self.root, 'placement.conf')
+        # devstack's superconductor layout (its default): cell 1's
+        # conductor reads only nova_cell1.conf, made on n-cond hosts.
+        self.cell_conf = os.path.join(etc, 'nova_cell1.conf')
+        if 'n-cond' in self.services.split(','):
+            with open(self.cell_conf, 'w') as f:
+                f.write(CELL_SEED)
         with open(self.placement_conf, 'w') as f:
             f.write(PLACEMENT_SEED)
         self.log = os.path.join(self.root, 'calls.log')
         with open(self.nova_conf, 'w') as f:
             f.write(self.seed)
+        self.etc = etc
+        self.top_dir = os.path.join(self.dest, 'devstack')
+        os.makedirs(self.top_dir)
+        if self.local_conf:
+            with open(os.path.join(self.top_dir, 'local.conf'), 'w') as f:
+                f.write(self.local_conf)
+        # devstack's git checkout of Nova, which setup_develop installed.
+        self.nova_dir = os.path.join(self.dest, 'nova')
+        os.makedirs(os.path.join(self.nova_dir, 'nova', 'virt'))
+        for package in ('nova', os.path.join('nova', 'virt')):
+            open(os.path.join(self.nova_dir, package, '__init__.py'),
+                 'w').close()
 
     def run(self, phases, check=True, prologue='', **settings):
         script = '\n'.join([
+            # stack.sh's own: errexit (and nounset with NOUNSET=1); the
+            # stand-in is run stricter.
+            'set -o errexit' if DEVSTACK_DIR else
             'set -o errexit -o nounset -o pipefail',
             'source "$STANDIN/functions"',
             prologue,
             'source "$SETTINGS"',
             'for phase in "$@"; do',
-            '    if [[ "$phase" == start-nova ]]; then',
+            '    if [[ "$phase" == merge-post-config ]]; then',
+            '        merge_config_group "$TOP_DIR/local.conf" post-config',
+            '    elif [[ "$phase" == start-nova ]]; then',
             '        cp "$NOVA_CONF" "$NOVA_CPU_CONF"',
+            '        merge_config_file "$TOP_DIR/local.conf" post-config '
+            '\'$NOVA_CPU_CONF\'',
             '    else',
             '        source "$PLUGIN" $phase',
             '    fi',
@@ -217,17 +268,22 @@ class Devstack(fixtures.Fixture):
             'VIRT_DRIVER': 'libvirt',
             'DEST': self.dest,
             'NOVA_CONF': self.nova_conf,
+            'NOVA_CONF_DIR': self.etc,
             'NOVA_CPU_CONF': self.cpu_conf,
+            'NOVA_DIR': self.nova_dir,
+            'TOP_DIR': self.top_dir,
+            'PYTHON': os.path.join(STANDIN, 'bin', 'nova-python'),
+            'DEVSTACK_REAL_DIR': DEVSTACK_DIR,
             'PLACEMENT_CONF': self.placement_conf,
             'NOVA_BIN_DIR': os.path.join(STANDIN, 'bin'),
         }
         env.update(self.settings)
         env.update(settings)
-        if env.get('GPU_P2P_ALIAS') and not (
-                {'GPU_P2P_SYSFS_ROOT', 'GPU_P2P_TOPOLOGY_BACKEND'} & set(env)):
-            # The plugin runs nova-gpu-p2p topology for the device_spec
-            # lines: let it read a corpus host, not this machine.
-            env['GPU_P2P_SYSFS_ROOT'] = test_corpus.tree(HOST_TREE)
+        if not ({'GPU_P2P_SYSFS_ROOT', 'GPU_P2P_TOPOLOGY_BACKEND'}
+                & set(env)):
+            # The plugin runs nova-gpu-p2p topology on compute hosts: let
+            # it read a corpus host, not this machine.
+            env['STANDIN_SYSFS_ROOT'] = test_corpus.tree(HOST_TREE)
         result = subprocess.run(
             ['bash', '-c', script, 'devstack'] + list(phases), env=env,
             cwd=self.root, capture_output=True, text=True, timeout=120)
@@ -235,6 +291,11 @@ class Devstack(fixtures.Fixture):
             raise AssertionError('%s failed (%d):\n%s%s' % (
                 phases, result.returncode, result.stdout, result.stderr))
         return result
+
+    def plugin_calls(self):
+        """The names of the calls the plugin made (not stack.sh's merges)."""
+        return [c[0] for c in self.calls()
+                if c[0] not in ('merge_config_group', 'merge_config_file')]
 
     def calls(self, name=None):
         if not os.path.exists(self.log):
@@ -313,9 +374,12 @@ class TestStack(testtools.TestCase):
             self.assertEqual({'name': 'h100', 'vendor_id': '10de',
                               'product_id': '2330',
                               'device_type': 'type-PCI'}, alias)
-            # The static topology file does not exist: no per-GPU lines.
-            [spec] = ini['pci']['device_spec']
-            specs = whitelist.Whitelist([spec])
+            # The static topology's one GPU, asserted in clique 0 by
+            # clique_map, then the whole model.
+            self.assertEqual(
+                [device_spec_tags.entry('0000:81:00.0', 0).split(' = ', 1)[1],
+                 BROAD_SPEC], ini['pci']['device_spec'])
+            specs = whitelist.Whitelist(ini['pci']['device_spec'][1:])
             gpu = {'vendor_id': '10de', 'product_id': '2330',
                    'address': '0000:81:00.0', 'parent_addr': None,
                    'dev_type': 'type-PCI'}
@@ -328,9 +392,7 @@ class TestStack(testtools.TestCase):
         self.assertEqual([], host.calls('setup_develop'))
         self.assertFlavor(host, fc.FlavorRequest(gpus=8, alias='h100',
                                                  numa_nodes=2))
-        [warning] = host.calls('warn')
-        self.assertIn('nova-gpu-p2p topology failed (its message is above): '
-                      'no per-GPU [pci] device_spec lines', warning[2])
+        self.assertEqual([], host.calls('warn'))
 
     def test_every_option_setting_is_a_valid_option(self):
         settings = {'GPU_P2P_%s' % k.upper(): v
@@ -360,14 +422,20 @@ class TestStack(testtools.TestCase):
              'pci_in_placement': ['True']},
             ini['filter_scheduler'])
         self.assertEqual([], host.calls('openstack'))
-        self.assertEqual([], host.calls('sudo'))
+        # The [gpu_p2p] values checked as nova-compute will read them.
+        self.assertEqual(
+            [['sudo', os.path.join(STANDIN, 'bin', 'nova-gpu-p2p'),
+              'topology', '--device-spec', '--config-file', host.nova_conf]],
+            host.calls('sudo'))
         group = load_gpu_p2p(host.nova_conf)
         for opt in conf.OPTS:
             self.assertEqual(opt.default, group[opt.dest], opt.name)
         # No restart: everything is written before stack.sh starts Nova.
         written = {c[1] for c in host.calls() if c[0].startswith('ini')
-                   and c[0] not in ('iniget', 'ini_has_option')}
-        self.assertEqual({host.nova_conf, host.placement_conf}, written)
+                   and c[0] not in ('iniget', 'ini_has_option',
+                                    'iniget_multiline')}
+        self.assertEqual({host.nova_conf, host.cell_conf,
+                          host.placement_conf}, written)
         # Placement's cap as scheduling-scale.rst recommends it.
         self.assertEqual({'max_placement_results': ['20']},
                          ini['scheduler'])
@@ -429,7 +497,7 @@ class TestStack(testtools.TestCase):
             host.ini()['filter_scheduler']['enabled_filters'])
 
     def test_filters_already_there_are_not_repeated(self):
-        filters = ('NUMATopologyFilter,GPUP2PCliqueFilter,ComputeFilter,'
+        filters = ('GPUP2PCliqueFilter,NUMATopologyFilter,ComputeFilter,'
                    'PciPassthroughFilter')
         weighers = '%s,%s' % (fc.CLIQUE_WEIGHER, fc.NOVA_ALL_WEIGHERS)
         seed = seed_with('weight_classes = ' + weighers,
@@ -514,10 +582,9 @@ class TestStack(testtools.TestCase):
         self.assertEqual(installs(host), host.calls('pip_install'))
 
     def test_without_nova_nothing_happens(self):
-        host = self.stack(services='key,g-api,placement-api', **PCI)
+        host = self.stack(services='key,g-api,placement-client', **PCI)
         self.assertEqual(SEED, open(host.nova_conf).read())
-        self.assertEqual(['define_plugin'],
-                         [c[0] for c in host.calls()])
+        self.assertEqual(['define_plugin'], host.plugin_calls())
 
     def test_flavor_settings(self):
         host = self.stack(GPU_P2P_FLAVOR_GPUS='4', GPU_P2P_FLAVOR_NAME='p2p4',
@@ -556,7 +623,9 @@ class TestStack(testtools.TestCase):
         extra = setup['options.extras_require']['nvml'].split('#')[0]
         # fabricmanager reads the GPUs' module IDs through NVML.
         for backend in ('nvml', 'fabricmanager'):
-            host = self.stack(GPU_P2P_TOPOLOGY_BACKEND=backend)
+            # No NVML here for post-config's topology: install only.
+            host = self.useFixture(Devstack(GPU_P2P_TOPOLOGY_BACKEND=backend))
+            host.run(['stack pre-install', 'stack install'])
             self.assertEqual(
                 installs(host) + [['pip_install', extra.strip()]],
                 host.calls('pip_install'), backend)
@@ -594,10 +663,213 @@ class TestStack(testtools.TestCase):
         self.assertEqual([DRIVER], host.ini()['DEFAULT']['compute_driver'])
 
 
+class TestMoreStack(testtools.TestCase):
+    """What devstack's real functions showed up (issue 34)."""
+
+    def test_our_filter_before_novas_listed_earlier(self):
+        """After another plugin added Nova's two, ours goes before them."""
+        other = DEVSTACK_FILTERS + ',PciPassthroughFilter,NUMATopologyFilter'
+        host = self.useFixture(Devstack(seed=SEED.replace(DEVSTACK_FILTERS,
+                                                          other)))
+        host.run(STACK)
+        [enabled] = host.ini()['filter_scheduler']['enabled_filters']
+        self.assertEqual(DEVSTACK_FILTERS + ',' + ','.join(P2P_FILTERS),
+                         enabled)
+        # nova-gpu-p2p check's verdict on it.
+        [row] = scheduler_settings.check_scheduler(
+            scheduler_settings.SchedulerSettings(
+                enabled_filters=tuple(enabled.split(',')),
+                candidates_per_host=2))
+        self.assertEqual(('SUCCESS', None), (row.code.name, row.fix))
+        # Only Nova's second one listed: ours still before it.
+        host = self.useFixture(Devstack(seed=SEED.replace(
+            DEVSTACK_FILTERS, 'NUMATopologyFilter,ComputeFilter')))
+        host.run(STACK)
+        self.assertEqual(
+            ['GPUP2PCliqueFilter,NUMATopologyFilter,ComputeFilter,'
+             'PciPassthroughFilter'],
+            host.ini()['filter_scheduler']['enabled_filters'])
+
+    def test_other_pci_lines_beside_ours(self):
+        """GPU_P2P_PCI_DEVICE_SPECS and _ALIASES: kept, written as given."""
+        nic_alias = '{"name": "cx7", "vendor_id": "15b3", "product_id": "*"}'
+        host = self.useFixture(Devstack(
+            GPU_P2P_PCI_DEVICE_SPECS='\n' + NIC_SPEC + '\n',
+            GPU_P2P_PCI_ALIASES=nic_alias, **PCI))
+        host.run(STACK)
+        host.run(['stack post-config'])
+        for path in (host.nova_conf, host.cpu_conf):
+            pci = host.ini(path)['pci']
+            self.assertEqual(CLIQUE_SPECS + [NIC_SPEC, BROAD_SPEC],
+                             pci['device_spec'])
+            self.assertEqual(nic_alias, pci['alias'][0])
+            self.assertEqual(2, len(pci['alias']))
+        host.run(CLEAN)
+        self.assertEqual(SEED, open(host.nova_conf).read())
+
+    def test_local_conf_pci_without_an_alias_is_merged(self):
+        """No GPU_P2P_ALIAS: no [pci] lines of ours, local.conf's stay."""
+        host = self.useFixture(Devstack(local_conf=LOCAL_CONF_PCI))
+        host.run(STACK)
+        self.assertEqual({'device_spec': [NIC_SPEC.replace('"', '')],
+                          'report_in_placement': ['True']},
+                         host.ini(host.cpu_conf)['pci'])
+
+    def test_clean_leaves_nova_conf_as_it_was(self):
+        """Byte for byte: no section stack made is left empty."""
+        settings = {'GPU_P2P_%s' % k.upper(): v
+                    for k, v in OPTION_VALUES.items()}
+        host = self.useFixture(Devstack(GPU_P2P_CPU_DEDICATED_SET='4-63',
+                                        **PCI, **settings))
+        host.run(STACK)
+        host.run(CLEAN)
+        for path in (host.nova_conf, host.cpu_conf):
+            self.assertEqual(SEED, open(path).read())
+        self.assertEqual(PLACEMENT_SEED, open(host.placement_conf).read())
+        self.assertEqual(CELL_SEED, open(host.cell_conf).read())
+
+    def test_shim_moves_into_novas_checkout(self):
+        """devstack's editable Nova: no site-packages/nova/ of ours.
+
+        tools/check_devstack_install.py does this with a real editable
+        Nova and a real pip; here the stand-in Python names a shim that
+        pip put in a site-packages.
+        """
+        host = self.useFixture(Devstack())
+        site = os.path.join(host.root, 'site-packages')
+        shim = os.path.join(site, 'nova', 'virt', 'gpu_p2p.py')
+        os.makedirs(os.path.join(site, 'nova', 'virt', '__pycache__'))
+        for path in (shim, os.path.join(site, 'nova', 'virt', '__pycache__',
+                                        'gpu_p2p.cpython-311.pyc')):
+            open(path, 'w').close()
+        host.run(STACK, STANDIN_PYTHON_PRINTS=shim)
+        self.assertEqual([], os.listdir(site))
+        link = os.path.join(host.nova_dir, 'nova', 'virt', 'gpu_p2p.py')
+        self.assertEqual(os.path.join(host.dest, 'nova-gpu-p2p', 'nova',
+                                      'virt', 'gpu_p2p.py'),
+                         os.readlink(link))
+        [_, check] = host.calls('python')
+        self.assertEqual(['python', '-c',
+                          'import nova.cmd.compute, nova.virt.gpu_p2p'],
+                         check)
+        self.assertLess(
+            host.calls().index(host.calls('pip_install')[-1]),
+            host.calls().index(check))
+        host.run(CLEAN)
+        self.assertFalse(os.path.lexists(link))
+        self.assertTrue(os.path.exists(os.path.join(
+            host.nova_dir, 'nova', 'virt', '__init__.py')))
+
+    def test_nova_from_a_wheel_keeps_the_shim(self):
+        """Nova's own site-packages/nova/: the shim stays where pip put it."""
+        host = self.useFixture(Devstack())
+        shutil.rmtree(os.path.join(host.nova_dir, 'nova'))
+        virt = os.path.join(host.root, 'site-packages', 'nova', 'virt')
+        os.makedirs(virt)
+        for name in ('__init__.py', 'gpu_p2p.py'):
+            open(os.path.join(virt, name), 'w').close()
+        host.run(STACK, STANDIN_PYTHON_PRINTS=os.path.join(virt,
+                                                           'gpu_p2p.py'))
+        self.assertEqual(['__init__.py', 'gpu_p2p.py'],
+                         sorted(os.listdir(virt)))
+
+    def test_nova_that_cannot_import_stops_stack(self):
+        host = self.useFixture(Devstack())
+        result = host.run(STACK, check=False, STANDIN_PYTHON_FAILS='1')
+        self.assertEqual(1, result.returncode)
+        self.assertIn("Nova's Python", result.stderr)
+        self.assertIn('cannot import nova.cmd.compute and '
+                      'nova.virt.gpu_p2p', result.stderr)
+        self.assertEqual(['Installing nova-gpu-p2p'],
+                         [c[1] for c in host.calls('echo_summary')])
+
+
+class TestLayouts(testtools.TestCase):
+    """Each host of a multi-node devstack gets what its services read."""
+
+    SCHEDULER_OPTIONS = {'candidates_per_host': '5',
+                         'clique_fit_weight_multiplier': '2.5'}
+
+    def settings(self):
+        return {'GPU_P2P_%s' % k.upper(): v for k, v in OPTION_VALUES.items()}
+
+    def test_controller_gets_the_scheduler_options(self):
+        host = self.useFixture(Devstack('key,n-api,n-cond,n-sch',
+                                        **self.settings()))
+        host.run(STACK)
+        self.assertEqual({k: [v] for k, v in self.SCHEDULER_OPTIONS.items()},
+                         host.ini()['gpu_p2p'])
+        # nova-compute's topology check is for compute hosts.
+        self.assertEqual([], host.calls('sudo'))
+
+    def test_subnode_gets_the_compute_options_only(self):
+        host = self.useFixture(Devstack('n-cpu,placement-client',
+                                        **self.settings()))
+        host.run(STACK)
+        self.assertEqual(
+            {k: [v] for k, v in OPTION_VALUES.items()
+             if k not in self.SCHEDULER_OPTIONS},
+            host.ini()['gpu_p2p'])
+        self.assertNotIn('scheduler', host.ini())
+        self.assertEqual({'enabled_filters': [DEVSTACK_FILTERS]},
+                         host.ini()['filter_scheduler'])
+
+    def test_conductor_host(self):
+        """nova.conf (superconductor) and nova_cell1.conf (cell conductor)."""
+        host = self.useFixture(Devstack('n-cond'))
+        host.run(STACK)
+        self.assertEqual(['True'], host.ini()['filter_scheduler'][
+            'pci_in_placement'])
+        self.assertEqual(host.parse(CELL_SEED + '\n[filter_scheduler]\n'
+                                    'pci_in_placement = True\n'),
+                         host.ini(host.cell_conf))
+        self.assertEqual([LIBVIRT_DRIVER],
+                         host.ini()['DEFAULT']['compute_driver'])
+        self.assertEqual([], host.calls('pip_install'))
+        host.run(CLEAN)
+        self.assertEqual(CELL_SEED, open(host.cell_conf).read())
+        self.assertEqual(SEED, open(host.nova_conf).read())
+
+    def test_super_and_cell_conductors_by_name(self):
+        host = self.useFixture(Devstack('n-super-cond,n-cond-cell1'))
+        with open(host.cell_conf, 'w') as f:
+            f.write(CELL_SEED)
+        host.run(STACK)
+        for path in (host.nova_conf, host.cell_conf):
+            self.assertEqual(['True'], host.ini(path)['filter_scheduler'][
+                'pci_in_placement'])
+
+    def test_single_conductor_reads_nova_conf(self):
+        host = self.useFixture(Devstack('n-cond',
+                                        CELLSV2_SETUP='singleconductor'))
+        host.run(STACK)
+        self.assertEqual(['True'], host.ini()['filter_scheduler'][
+            'pci_in_placement'])
+        self.assertEqual(host.parse(CELL_SEED), host.ini(host.cell_conf))
+
+    def test_placement_host(self):
+        host = self.useFixture(Devstack('placement-api'))
+        host.run(STACK)
+        self.assertEqual(SEED, open(host.nova_conf).read())
+        placement = host.ini(host.placement_conf)
+        self.assertEqual(
+            {'max_allocation_candidates': ['20'],
+             'allocation_candidates_generation_strategy': ['breadth-first']},
+            placement['placement'])
+        self.assertEqual({'optimize_for_wide_provider_trees': ['True']},
+                         placement['workarounds'])
+        self.assertEqual([], host.calls('pip_install'))
+        host.run(CLEAN)
+        self.assertEqual(PLACEMENT_SEED, open(host.placement_conf).read())
+        self.assertEqual(SEED, open(host.nova_conf).read())
+
+
 class TestRefusedSettings(testtools.TestCase):
 
-    def refused(self, phase, message, services=ALL_SERVICES, **settings):
-        host = self.useFixture(Devstack(services, **settings))
+    def refused(self, phase, message, services=ALL_SERVICES, local_conf='',
+                **settings):
+        host = self.useFixture(Devstack(services, local_conf=local_conf,
+                                        **settings))
         result = host.run(STACK, check=False)
         self.assertEqual(1, result.returncode, result.stderr)
         self.assertIn(message, result.stderr)
@@ -639,6 +911,36 @@ class TestRefusedSettings(testtools.TestCase):
         self.refused('pre-install', 'GPU_P2P_PLACEMENT_CAP=-1',
                      GPU_P2P_PLACEMENT_CAP='-1')
 
+    def test_leading_zeros(self):
+        """00 is no cap of 0: Nova's max_placement_results needs 1 or more."""
+        self.refused('pre-install', 'GPU_P2P_PLACEMENT_CAP=00: give a whole '
+                     'number, without leading zeros',
+                     GPU_P2P_PLACEMENT_CAP='00')
+        self.refused('pre-install', 'GPU_P2P_FLAVOR_GPUS=08',
+                     GPU_P2P_FLAVOR_GPUS='08', **PCI)
+
+    def test_a_gpu_p2p_value_nova_compute_refuses(self):
+        """Stops stack.sh at post-config, with the CLI's own message."""
+        self.refused('post-config', "[gpu_p2p] p2p_level = 'NEAR'",
+                     GPU_P2P_P2P_LEVEL='NEAR')
+        self.refused('post-config', 'static_topology_file',
+                     GPU_P2P_TOPOLOGY_BACKEND='static', **PCI)
+
+    def test_pci_lines_in_local_conf_with_an_alias(self):
+        """local.conf's [pci] would replace the plugin's lines: refused."""
+        for conf_file, option, setting in (
+                ('$NOVA_CONF', 'device_spec', 'GPU_P2P_PCI_DEVICE_SPECS'),
+                ('$NOVA_CPU_CONF', 'passthrough_whitelist',
+                 'GPU_P2P_PCI_DEVICE_SPECS'),
+                ('$NOVA_CONF', 'alias', 'GPU_P2P_PCI_ALIASES')):
+            local_conf = LOCAL_CONF_PCI.replace(
+                '$NOVA_CONF', conf_file).replace('device_spec', option)
+            self.refused(
+                'pre-install', "local.conf's [[post-config|%s]] sets [pci] %s:"
+                % (conf_file, option), local_conf=local_conf, **PCI)
+            self.refused('pre-install', 'give its values in %s instead'
+                         % setting, local_conf=local_conf, **PCI)
+
     def test_other_virt_driver(self):
         self.refused('pre-install', 'VIRT_DRIVER=fake', VIRT_DRIVER='fake')
 
@@ -679,8 +981,10 @@ class TestUnstackAndClean(testtools.TestCase):
             self.assertEqual(host.parse(seed), host.ini(path))
         self.assertEqual(host.parse(placement_seed),
                          host.ini(host.placement_conf))
+        # devstack's pip_uninstall takes one name: one call each.
         self.assertEqual([['pip_uninstall', 'nova-gpu-p2p',
-                           'nova-gpu-p2p-guest',
+                           'PIP_VIRTUAL_ENV='],
+                          ['pip_uninstall', 'nova-gpu-p2p-guest',
                            'PIP_VIRTUAL_ENV=']],
                          host.calls('pip_uninstall'))
 
@@ -718,7 +1022,8 @@ class TestUnstackAndClean(testtools.TestCase):
         host.run(STACK)
         host.run(CLEAN, GLOBAL_VENV='True', DEVSTACK_VENV=venv)
         self.assertEqual([['pip_uninstall', 'nova-gpu-p2p',
-                           'nova-gpu-p2p-guest',
+                           'PIP_VIRTUAL_ENV=' + venv],
+                          ['pip_uninstall', 'nova-gpu-p2p-guest',
                            'PIP_VIRTUAL_ENV=' + venv]],
                          host.calls('pip_uninstall'))
         self.assertEqual(host.parse(SEED), host.ini())
@@ -738,7 +1043,7 @@ class TestUnstackAndClean(testtools.TestCase):
         host = self.useFixture(Devstack())
         os.unlink(host.nova_conf)
         host.run(CLEAN)
-        self.assertEqual(1, len(host.calls('pip_uninstall')))
+        self.assertEqual(2, len(host.calls('pip_uninstall')))
 
 
 class TestShellcheck(testtools.TestCase):
@@ -752,6 +1057,7 @@ class TestShellcheck(testtools.TestCase):
         files = [PLUGIN, SETTINGS, os.path.join(STANDIN, 'functions'),
                  os.path.join(STANDIN, 'bin', 'openstack'),
                  os.path.join(STANDIN, 'bin', 'nova-gpu-p2p'),
+                 os.path.join(STANDIN, 'bin', 'nova-python'),
                  os.path.join(STANDIN, 'bin', 'sudo')]
         result = subprocess.run([shellcheck, '-x'] + files,
                                 capture_output=True, text=True)
