@@ -57,12 +57,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 
 from oslo_config import cfg  # noqa: E402
 
-from lab import cloud_filters  # noqa: E402
 from lab import cloud_runner  # noqa: E402
 if '--child' not in sys.argv:
     # The in-process clouds need it; the privsep and stall children
-    # measure reads and stalls without it.
+    # measure reads and stalls without it. Before anything that imports
+    # Nova (cloud_filters does).
     cloud_runner.patch_first()
+from lab import cloud_filters  # noqa: E402
 from lab import decision_quality  # noqa: E402
 from lab import fabric_quality  # noqa: E402
 from lab import scheduling_sim  # noqa: E402
