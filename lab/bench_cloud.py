@@ -239,9 +239,11 @@ class CorpusBenchCloud(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
     #: Receives one dict per instance; the tool running us sets it.
     sink: Callable[[dict], None] = staticmethod(lambda found: None)
     corpus_host = 'hgx-8gpu-nvswitch-2numa'
-    #: Timing parameters for :meth:`scale`.
+    #: Timing parameters for :meth:`scale`, and its (GPUs, guest nodes).
     rounds = 7
     number = 10
+    gpu_series = GPU_SERIES
+    node_series = NODE_SERIES
 
     def setUp(self) -> None:
         super().setUp()
@@ -335,8 +337,8 @@ class CorpusBenchCloud(corpus_xml.CorpusXMLMixin, base.GPUHostsTestBase):
     def scale(self) -> None:
         """Ours against stock on one host, GPU and node counts growing."""
         facts = self.start_corpus_host(SCALE_HOST)
-        for series, shapes in (('gpus', GPU_SERIES), ('numa_nodes',
-                                                      NODE_SERIES)):
+        for series, shapes in (('gpus', self.gpu_series),
+                               ('numa_nodes', self.node_series)):
             for gpus, nodes in shapes:
                 want = _shape(facts, gpus, 0, guest_nodes=nodes)
                 server = self._boot(facts, want)

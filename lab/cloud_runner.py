@@ -22,6 +22,7 @@ of Nova is imported before the output is redirected.
 """
 
 import importlib
+import sys
 import unittest
 
 from tests.fixtures import output
@@ -41,8 +42,13 @@ def patch_first() -> None:
     class made when it is imported: imported unpatched, every greenthread
     of an in-process cloud shares it, and a write beside another
     greenthread's read fails ("Can't upgrade a READER transaction to a
-    WRITER"). The tools call this before they import anything of Nova.
+    WRITER"). The tools call this before they import anything of Nova;
+    it refuses to run after, instead of leaving a cloud to fail at random.
     """
+    if 'oslo_db.sqlalchemy.enginefacade' in sys.modules:
+        raise RuntimeError(
+            'oslo.db was imported before cloud_runner.patch_first(): '
+            'import Nova (and what imports it) after the call')
     with output.quiet():
         importlib.import_module('nova.tests.functional')
 

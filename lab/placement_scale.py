@@ -949,10 +949,11 @@ FILTER_SHAPES = ((Layout((4, 4)), 2), (Layout((4, 4)), 4),
                  (Layout((4, 4, 4, 4)), 2), (Layout((4, 4, 4, 4)), 4))
 
 
-def filter_table(candidates: int = 200) -> str:
-    """:func:`filter_seconds` for :data:`FILTER_SHAPES`, as a table."""
+def filter_table(candidates: int = 200,
+                 shapes: Sequence[tuple[Layout, int]] = FILTER_SHAPES) -> str:
+    """:func:`filter_seconds` for ``shapes``, as a table."""
     rows = []
-    for layout, request in FILTER_SHAPES:
+    for layout, request in shapes:
         found = filter_seconds(layout, request, candidates)
         rows.append([str(layout.gpus), layout.name, str(request),
                      '%.0f%%' % (found['fitting'] * 100),
@@ -1015,19 +1016,24 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help='the recommended cap on 16-GPU hosts, with '
                         'the filter, instead')
     parser.add_argument('--json', help='also write the records here')
+    parser.add_argument('--quick', action='store_true',
+                        help='the first case (shape) of the table only, '
+                        'on one host: to see that it runs (CI)')
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         _worker(args.worker, args.timeout, args.memory_mb)
         return
     if args.filters:
-        print(filter_table())
+        print(filter_table(*((2, FILTER_SHAPES[:1]) if args.quick else ())))
         return
     if args.small_cap:
-        print(small_cap_table())
+        print(small_cap_table(hosts=(1,) if args.quick else (1, 3, 50)))
         return
     cases = (luck_cases(args.seeds or 8) if args.luck
              else default_cases(hosts=args.hosts, seeds=args.seeds or 1))
+    if args.quick:
+        cases = cases[:1]
     records = measure(cases, args.timeout, args.memory_mb,
                       progress=lambda row: print(
                           table([row], args.timeout).splitlines()[3],

@@ -26,6 +26,8 @@ import fixtures
 from nova.tests.fixtures import libvirt as fakelibvirt
 import testtools
 
+from nova_gpu_p2p import driver
+from nova_gpu_p2p.fabric import nvfm
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 
@@ -71,3 +73,47 @@ def record_starts(case: testtools.TestCase,
     case.useFixture(fixtures.MockPatchObject(
         fakelibvirt.Domain, 'createWithFlags', create))
     return starts
+
+
+def fabric_managers(case: testtools.TestCase,
+                    hostnames: list[str]) -> dict[str, fake_fm.FakeFM]:
+    """A stand-in Fabric Manager per HGX compute of one in-process cloud.
+
+    Every compute runs in one process and ``[gpu_p2p]
+    fabric_manager_address`` is one option: each compute's discovery gets
+    its own address through the case's per-host options (start it with
+    :func:`compute_options`), and each compute's Fabric Manager sessions
+    (activation, release, reconcile; one at a time, under the driver's
+    lock) reach the Fabric Manager of the compute that opens them.
+    """
+    managers = {hostnames[0]: fabric_manager(case)}
+    for hostname in hostnames[1:]:
+        managers[hostname] = fake_fm.FakeFM(
+            case.useFixture(fixtures.TempDir()).path, BOARD)
+    session_address: list[str] = []
+    original_session = driver.GPUP2PLibvirtDriver._fm_session
+    original_from_conf = nvfm.from_conf
+
+    def session(compute_driver, call, *args):
+        hostname = compute_driver._host.get_hostname()
+        session_address.append(managers[hostname].address)
+        try:
+            return original_session(compute_driver, call, *args)
+        finally:
+            session_address.pop()
+
+    def from_conf(conf):
+        if not session_address:
+            return original_from_conf(conf)
+        return nvfm.FabricManager(session_address[-1],
+                                  conf.gpu_p2p.fabric_manager_library)
+
+    case.useFixture(fixtures.MockPatchObject(
+        driver.GPUP2PLibvirtDriver, '_fm_session', session))
+    case.useFixture(fixtures.MockPatchObject(nvfm, 'from_conf', from_conf))
+    return managers
+
+
+def compute_options(fm: fake_fm.FakeFM) -> dict[str, object]:
+    """The ``[gpu_p2p]`` options of one compute's discovery: its own FM."""
+    return {'fabric_manager_address': fm.address}

@@ -27,9 +27,13 @@ answer depends on neither the hash seed nor the host order.
 
 import configparser
 import dataclasses
+import json
 import os
 import re
+import subprocess
+import sys
 
+import fixtures
 import testtools
 
 from lab import placement_scale
@@ -130,3 +134,53 @@ class PlacementScaleTest(testtools.TestCase):
             max_placement_results=cap, max_allocation_candidates=cap))
         self.assertEqual([cap], result['candidates'])
         self.assertEqual([0], result['fitting'])
+
+
+class CommandLineTest(testtools.TestCase):
+    """``python -m lab.placement_scale``'s tables, each in its quick mode.
+
+    The tables of scheduling-scale.rst come from it: each must still run
+    (the full ones take up to an hour).
+    """
+
+    def table(self, *args: str) -> list[str]:
+        """The rows the command prints, after its header."""
+        proc = subprocess.run(
+            [sys.executable, '-m', 'lab.placement_scale', '--quick', *args],
+            cwd=tests.ROOT, capture_output=True, text=True, timeout=600)
+        self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+        lines = proc.stdout.splitlines()
+        # A reStructuredText table: a rule, the header, a rule, rows, a
+        # rule.
+        self.assertTrue(lines[0].startswith('='), proc.stdout)
+        self.assertEqual(lines[0], lines[2])
+        self.assertEqual(lines[0], lines[-1])
+        return lines[3:-1]
+
+    def records(self, *args: str) -> list[dict]:
+        """The one case's record: placement answered in time."""
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'records.json')
+        self.assertEqual(1, len(self.table('--timeout', '300', '--json',
+                                           path, *args)))
+        with open(path) as f:
+            records = json.load(f)
+        self.assertEqual(['ok'], [record['status'] for record in records])
+        return records
+
+    def test_placement_answers(self):
+        self.records()
+
+    def test_luck(self):
+        self.records('--luck')
+
+    def test_filters(self):
+        self.assertEqual(1, len(self.table('--filters')))
+
+    def test_small_cap(self):
+        # One host of each 16-GPU shape, each with its busy GPUs: the
+        # filter builds a fitting and best-fit candidate on every one.
+        rows = self.table('--small-cap')
+        self.assertTrue(rows)
+        for row in rows:
+            self.assertEqual(['1/1', '1/1'], row.split()[-2:], row)
