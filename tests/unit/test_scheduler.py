@@ -29,6 +29,7 @@ from nova.tests.unit.scheduler import fakes
 from oslo_config import fixture as config_fixture
 import testtools
 
+from nova_gpu_p2p import driver_stat
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.scheduler import host_view
@@ -116,11 +117,13 @@ def _pci_candidate(request, *gpus):
     return candidate
 
 
-def _host(name, pools, candidates, aggregates=()):
+def _host(name, pools, candidates, aggregates=(),
+          stats=driver_stat.reported({'num_instances': '1'})):
+    """A host whose compute runs our driver, unless ``stats`` say not."""
     return fakes.FakeHostState(name, name, {
         'pci_stats': pci_stats.PciDeviceStats(None, stats=pools),
         'allocation_candidates': list(candidates),
-        'aggregates': list(aggregates), 'uuid': ROOT})
+        'aggregates': list(aggregates), 'uuid': ROOT, 'stats': stats})
 
 
 class _Base(testtools.TestCase):
@@ -408,6 +411,23 @@ class TestFilter(_Base):
         self.assertFalse(self.filter.host_passes(
             host, _spec_with_groups(request, 2)))
         self.assertEqual([], host.allocation_candidates)
+
+    def test_required_only_where_our_driver_runs(self):
+        # Another driver (a rollback to libvirt.LibvirtDriver): the
+        # compute node's stats lack ours, whatever traits were left.
+        candidates = [_candidate(0, 1)]
+        for stats in ({'num_instances': '1'}, {}, None,
+                      {driver_stat.KEY: 'other'}):
+            host = _host('h', _pools(0, 0), candidates, stats=stats)
+            self.assertFalse(self.filter.host_passes(host, _spec()), stats)
+            self.assertIn('does not run the GPU P2P compute driver',
+                          self.log.output)
+            for clique in (None, 'auto'):
+                self.assertTrue(self.filter.host_passes(
+                    host, _spec(clique)), (stats, clique))
+        self.conf.config(pci_in_placement=False, group='filter_scheduler')
+        host = _host('h', _pools(0, 0), candidates, stats={})
+        self.assertFalse(self.filter.host_passes(host, _spec()))
 
     def test_legacy_tracking_passes_and_warns_once(self):
         self.conf.config(pci_in_placement=False, group='filter_scheduler')
