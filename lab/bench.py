@@ -699,6 +699,46 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
           'free in their clique (half board) as any fitting claim could')
 
 
+SELECT_BATCHES = 'select_destinations_batches'
+#: Batches of select_bench_cloud.BATCH required 4-GPU servers: on 10
+#: hosts of 8 GPUs they must pack two per host.
+BATCH_HOSTS = (10, 50)
+BATCH_SHAPES = ('4+4', 'hgx-fabric-manager')
+
+
+def select_destinations_batches() -> dict:
+    """``--min 20 --max 20`` of required 4-GPU servers, 10 and 50 hosts.
+
+    lab/select_bench_cloud.py's batch: idle hosts, the recommended
+    settings; one request's select_destinations beside a single one's.
+    """
+    return {'records': [
+        record for hosts in BATCH_HOSTS for shape in BATCH_SHAPES
+        for record in cloud_runner.run('batch', cloud=SELECT_CLOUD,
+                                       shape=shape, hosts=hosts,
+                                       busy=False)]}
+
+
+def print_select_destinations_batches(result: dict) -> None:
+    print('\nScheduling batches: one request for N required servers '
+          '(lab/select_bench_cloud.py; idle hosts, settings as above)')
+    print('  %-20s %5s %7s %4s %8s %12s %9s %11s %9s %6s %8s' % (
+        'shape', 'hosts', 'servers', 'GPUs', 'select s', 'per server s',
+        'single s', 'placement s', 'filters s', 'hosts', 'one'))
+    for row in result['records']:
+        print('  %-20s %5d %7d %4d %8.2f %12.3f %9.2f %11.2f %9.2f %6s '
+              '%8s' % (
+                  row['shape'], row['hosts'], row['servers'], row['gpus'],
+                  row['select_seconds'], row['per_server_seconds'],
+                  row['single_seconds'], row['placement_seconds'],
+                  row['filter_seconds'],
+                  '%d/%d' % (row['hosts_used'], row['most_per_host']),
+                  '%d/%d' % (row['one_group'], row['servers'])))
+    print('  hosts: hosts used / most servers on one; one: servers whose '
+          'GPUs are one clique (Fabric Manager: one partition); single: '
+          'select_destinations of one such server on the same cloud')
+
+
 FABRIC = 'fabric_nvlink'
 FABRIC_CLOUD = 'fabric_bench_cloud.FabricBenchCloud'
 FABRIC_TITLES = {'nvlink_pairs': 'NVLink pairs (goal 100%)',
@@ -1145,7 +1185,8 @@ def main(argv: list[str]) -> int:
         return 0
     clouds = {GUEST_XML: guest_xml, DECISION_QUALITY: decision_quality_run,
               SCALE: guest_xml_scale, FABRIC: fabric_nvlink,
-              SELECT: select_destinations_at_cloud_size}
+              SELECT: select_destinations_at_cloud_size,
+              SELECT_BATCHES: select_destinations_batches}
     children = {PRIVSEP: privsep_reads, STALL: greenthread_stall}
     known = (set(BENCHMARKS) | set(clouds) | set(children)
              | {MEMORY, SCHEDULING, CLOUD_FILTERS})
@@ -1187,6 +1228,7 @@ def main(argv: list[str]) -> int:
         (CLOUD_FILTERS, print_scheduling_at_cloud_size),
         (FABRIC, print_fabric_nvlink),
         (SELECT, print_select_destinations_at_cloud_size),
+        (SELECT_BATCHES, print_select_destinations_batches),
         (PRIVSEP, print_privsep_reads),
         (STALL, print_greenthread_stall))
     for section, printer in printers:

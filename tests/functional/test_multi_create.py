@@ -25,13 +25,15 @@ placement's cap two candidates per host, our filter first.
 
 from lab import placement_scale
 from tests.cloud import scheduling
+from tests.functional import test_clique_scheduling as clique_scheduling
 from tests.functional import test_fabric_partitions as fabric
 from tests.functional import test_guest_config as layout
 
 NODE0, NODE1 = layout.NODE0_GPUS, layout.NODE1_GPUS
 
 
-class TwinSocketTest(scheduling.CliqueSchedulingBase):
+class TwinSocketTest(clique_scheduling._SocketCliques,
+                     scheduling.CliqueSchedulingBase):
     """Twin sockets at ``p2p_level = PHB``: free cliques of four and two.
 
     A pair of socket 1's clique is taken by a server of a flavor without
@@ -43,11 +45,6 @@ class TwinSocketTest(scheduling.CliqueSchedulingBase):
 
     def setUp(self):
         super().setUp()
-        self.start_host('host1', 'PHB')
-        socket0 = self.take_socket_cpus()
-        self.assertEqual(
-            NODE1[:2], self.gpus(self.boot_settled(self.flavor(2, None))))
-        self.delete(socket0)
         self.cap_placement(placement_scale.PER_HOST)
 
     def test_three_pairs_each_on_one_clique(self):
