@@ -91,6 +91,8 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     busy = True
     #: The GPU counts :meth:`requests` asks for.
     sizes: tuple[int, ...] = REQUESTS
+    #: Servers in :meth:`batch`'s one request.
+    batch_size = BATCH
     OURS_FIRST = True
     ADDRESS_ORDER = False
 
@@ -102,7 +104,8 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     def setUp(self) -> None:
         super().setUp()
         shape = SHAPES[self.shape]
-        self.flags(instances=max(self.hosts, BATCH) + 1, cores=-1, ram=-1,
+        self.flags(instances=max(self.hosts, self.batch_size) + 1,
+                   cores=-1, ram=-1,
                    group='quota')
         cap = 2 * self.hosts
         self.cap_placement(cap)
@@ -281,7 +284,7 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             self.delete(server)
 
     def batch(self) -> None:
-        """A single request, then :data:`BATCH` servers in one, recorded.
+        """A single request, then :attr:`batch_size` in one, recorded.
 
         Both of :data:`BATCH_GPUS` ``required`` GPUs; the batch's record
         has the time of its one ``select_destinations``, its servers per
@@ -298,7 +301,7 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         self.delete(single)
         for found in self.timings.values():
             found.clear()
-        servers = self.boot_together(flavor, BATCH)
+        servers = self.boot_together(flavor, self.batch_size)
         (select, _), = self.timings['select']
         per_host: dict[str, int] = {}
         for server in servers:

@@ -47,6 +47,11 @@ with GPUs:
    second candidate reaches them only on other NUMA nodes (which
    ``NUMATopologyFilter`` may judge otherwise, for their free CPUs and
    memory) or with other devices.
+5. **One where the first surely passes.** Where Nova's NUMA check
+   surely passes the first (a guest without NUMA topology, or a one-cell
+   guest of dedicated CPUs whose GPUs sit on one host node with room for
+   the whole cell), no second candidate can matter: only the first is
+   kept.
 
 Pure functions over plain data: the candidates as Nova holds them
 (``allocations`` and ``mappings``) and the fits.
@@ -57,6 +62,7 @@ from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
+import dataclasses
 import re
 import typing
 from typing import Any
@@ -159,6 +165,48 @@ def claimable(providers: Iterable[str], free: Mapping[str, int]) -> bool:
         wanted[provider] = wanted.get(provider, 0) + 1
     return all(free.get(provider, 0) >= count
                for provider, count in wanted.items())
+
+
+@dataclasses.dataclass(frozen=True)
+class Room:
+    """What a host NUMA node has free for pinned guest cells."""
+
+    pcpus: int
+    memory_mb: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """A guest NUMA cell of dedicated CPUs and small pages."""
+
+    pcpus: int
+    memory_mb: int
+
+
+def surely_passes(cells: Sequence[Cell] | None,
+                  rooms: Mapping[int, Room] | None,
+                  span: frozenset[int | None]) -> bool:
+    """Whether Nova's NUMA check surely passes a candidate (rule 5).
+
+    True for a guest without NUMA topology (``cells`` empty: Nova's
+    check is then the same for every candidate), and for a one-cell guest
+    whose GPUs sit on one host node with free dedicated CPUs and memory
+    for the whole cell. False wherever it might refuse it (more cells, a
+    cell Nova pins otherwise, an unknown node or room), which keeps a
+    second candidate that Nova might judge otherwise.
+
+    :param cells: the guest's cells; None where they are not plain
+        (shared or mixed CPUs, huge pages, a thread or emulator policy).
+    :param rooms: each host node's free room; None where unknown.
+    :param span: the host NUMA nodes of the candidate's GPUs.
+    """
+    if cells is not None and not cells:
+        return True
+    if not cells or rooms is None or len(cells) != 1 or len(span) != 1:
+        return False
+    room = rooms.get(next(iter(span)))  # type: ignore[arg-type]
+    return (room is not None and room.pcpus >= cells[0].pcpus
+            and room.memory_mb >= cells[0].memory_mb)
 
 
 #: The host NUMA nodes of a candidate's GPUs (None: unknown).

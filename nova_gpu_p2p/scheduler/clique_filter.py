@@ -68,7 +68,8 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
         try:
             kept, judged = host_view.pruned(
                 host_state, required, CONF.gpu_p2p.candidates_per_host,
-                host_view.request_groups(spec_obj))
+                host_view.request_groups(spec_obj),
+                host_view.guest_cells(spec_obj))
         except Exception:
             # Never fail scheduling because of us: the compute's own check
             # still refuses GPUs that are not one clique.

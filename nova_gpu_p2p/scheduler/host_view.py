@@ -193,6 +193,46 @@ def request_groups(spec_obj) -> dict[str, candidate_exchange.Group]:
         for group in getattr(spec_obj, 'requested_resources', None) or ()}
 
 
+def _set(obj, name: str):
+    """A Nova object's field, or None where it is not set."""
+    return getattr(obj, name) if obj.obj_attr_is_set(name) else None
+
+
+def guest_cells(spec_obj) -> list[candidates_mod.Cell] | None:
+    """The guest's NUMA cells as :func:`candidates.surely_passes` reads them.
+
+    Empty without a NUMA topology; None where any cell is not plain
+    (shared or mixed CPUs, huge pages, a thread or emulator thread
+    policy) or the request does not say.
+    """
+    if not spec_obj.obj_attr_is_set('numa_topology'):
+        return None
+    topology = spec_obj.numa_topology
+    if topology is None:
+        return []
+    if _set(topology, 'emulator_threads_policy') is not None:
+        return None
+    cells = []
+    for cell in topology.cells:
+        if (_set(cell, 'cpuset') or not _set(cell, 'pcpuset')
+                or _set(cell, 'pagesize') is not None
+                or _set(cell, 'cpu_thread_policy') not in (None, 'prefer')):
+            return None
+        cells.append(candidates_mod.Cell(len(cell.pcpuset),
+                                         int(cell.memory)))
+    return cells
+
+
+def _rooms(host_state) -> dict[int, candidates_mod.Room] | None:
+    """Each host NUMA node's free dedicated CPUs and memory, if known."""
+    topology = getattr(host_state, 'numa_topology', None)
+    if topology is None:
+        return None
+    return {cell.id: candidates_mod.Room(len(cell.free_pcpus),
+                                         int(cell.avail_memory))
+            for cell in topology.cells}
+
+
 def _exchanged(host_state, found: Sequence[Mapping[str, Any]],
                groups: Mapping[str, candidate_exchange.Group],
                required: bool) -> Mapping[str, Any] | None:
@@ -224,7 +264,8 @@ def _exchanged(host_state, found: Sequence[Mapping[str, Any]],
 
 
 def pruned(host_state, required: bool, keep: int,
-           groups: Mapping[str, candidate_exchange.Group] | None = None
+           groups: Mapping[str, candidate_exchange.Group] | None = None,
+           cells: Sequence[candidates_mod.Cell] | None = None
            ) -> tuple[list[Mapping[str, Any]], bool]:
     """The candidates to hand on to Nova's filters, and whether GPUs count.
 
@@ -237,9 +278,13 @@ def pruned(host_state, required: bool, keep: int,
     better than the best of them, or where it spans fewer NUMA nodes than
     each of them (:mod:`nova_gpu_p2p.scheduler.candidate_exchange`).
     With ``keep`` (not 0), of candidates Nova's filters would judge alike
-    only the first is kept (:func:`candidates.judgement`).
+    only the first is kept (:func:`candidates.judgement`), and only the
+    first where Nova's NUMA check surely passes it.
 
     :param groups: the request's groups by suffix, for that exchange.
+    :param cells: the guest's NUMA cells (:func:`guest_cells`): where
+        Nova's NUMA check surely passes the first candidate, it alone is
+        kept.
     """
     every = host_state.allocation_candidates or []
     unique = [every[index] for index in candidates_mod.distinct(every)]
@@ -274,9 +319,12 @@ def pruned(host_state, required: bool, keep: int,
         return kept, True
     gpu = {provider: (pool.get('numa_node'), candidate_exchange.kind(pool))
            for provider, pool in pools.items()}
-    return [kept[index] for index in candidates_mod.distinct(
-        kept, functools.partial(candidates_mod.judgement, gpus=gpu))
-    ][:keep], True
+    kept = [kept[index] for index in candidates_mod.distinct(
+        kept, functools.partial(candidates_mod.judgement, gpus=gpu))][:keep]
+    if kept and candidates_mod.surely_passes(cells, _rooms(host_state),
+                                             span(kept[0])):
+        kept = kept[:1]
+    return kept, True
 
 
 def _fits_better(host_state, built: Mapping[str, Any],

@@ -388,6 +388,41 @@ class TestFilter(_Base):
         self.assertTrue(self.filter.host_passes(host, _spec()))
         self.assertEqual(candidates, host.allocation_candidates)
 
+    def test_one_candidate_where_nova_surely_passes_it(self):
+        # Two cliques of four on two nodes: the second candidate is for a
+        # host node Nova's NUMA check might refuse the first for.
+        candidates = [_candidate(0, 1), _candidate(4, 5)]
+        pools = _pools(*[0] * 4 + [1] * 4)
+        for pool in pools[4:]:
+            pool.numa_node = 1
+        self.conf.config(candidates_per_host=2, group='gpu_p2p')
+
+        def kept(numa_topology, free_cpus):
+            host = _host('h', pools, candidates)
+            host.numa_topology = objects.NUMATopology(cells=[
+                objects.NUMACell(
+                    id=node, cpuset=set(), pcpuset={0, 1, 2, 3},
+                    pinned_cpus=set(range(4 - free_cpus)), memory=8192,
+                    memory_usage=0, siblings=[], mempages=[])
+                for node in (0, 1)])
+            spec = _spec()
+            spec.numa_topology = numa_topology
+            self.assertTrue(self.filter.host_passes(host, spec))
+            return host.allocation_candidates
+
+        def one_cell(**fields):
+            return objects.InstanceNUMATopology(cells=[
+                objects.InstanceNUMACell(
+                    id=0, cpuset=set(), pcpuset={0, 1}, memory=2048,
+                    **fields)])
+
+        self.assertEqual(candidates[:1], kept(None, 0))
+        self.assertEqual(candidates[:1], kept(one_cell(), 2))
+        for topology, free in ((one_cell(), 1),
+                               (one_cell(pagesize=2048), 4),
+                               (one_cell(cpu_thread_policy='isolate'), 4)):
+            self.assertEqual(candidates, kept(topology, free))
+
     def test_later_instance_of_a_request_gets_a_fit_built(self):
         # Nova consumed g0 and g1 for the first instance of a --min 2
         # request, and dropped their pools: the candidates left overlap
