@@ -168,23 +168,19 @@ def claimable(providers: Iterable[str], free: Mapping[str, int]) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class Room:
-    """What a host NUMA node has free for pinned guest cells."""
+class NodeSize:
+    """Dedicated CPUs and memory of a NUMA node or cell.
+
+    Free on a host NUMA node, or what a guest cell of dedicated CPUs and
+    small pages asks for.
+    """
 
     pcpus: int
     memory_mb: int
 
 
-@dataclasses.dataclass(frozen=True)
-class Cell:
-    """A guest NUMA cell of dedicated CPUs and small pages."""
-
-    pcpus: int
-    memory_mb: int
-
-
-def surely_passes(cells: Sequence[Cell] | None,
-                  rooms: Mapping[int, Room] | None,
+def surely_passes(cells: Sequence[NodeSize] | None,
+                  rooms: Mapping[int, NodeSize] | None,
                   span: frozenset[int | None]) -> bool:
     """Whether Nova's NUMA check surely passes a candidate (rule 5).
 

@@ -198,7 +198,7 @@ def _set(obj, name: str):
     return getattr(obj, name) if obj.obj_attr_is_set(name) else None
 
 
-def guest_cells(spec_obj) -> list[candidates_mod.Cell] | None:
+def guest_cells(spec_obj) -> list[candidates_mod.NodeSize] | None:
     """The guest's NUMA cells as :func:`candidates.surely_passes` reads them.
 
     Empty without a NUMA topology; None where any cell is not plain
@@ -218,18 +218,18 @@ def guest_cells(spec_obj) -> list[candidates_mod.Cell] | None:
                 or _set(cell, 'pagesize') is not None
                 or _set(cell, 'cpu_thread_policy') not in (None, 'prefer')):
             return None
-        cells.append(candidates_mod.Cell(len(cell.pcpuset),
-                                         int(cell.memory)))
+        cells.append(candidates_mod.NodeSize(len(cell.pcpuset),
+                                             int(cell.memory)))
     return cells
 
 
-def _rooms(host_state) -> dict[int, candidates_mod.Room] | None:
+def _rooms(host_state) -> dict[int, candidates_mod.NodeSize] | None:
     """Each host NUMA node's free dedicated CPUs and memory, if known."""
     topology = getattr(host_state, 'numa_topology', None)
     if topology is None:
         return None
-    return {cell.id: candidates_mod.Room(len(cell.free_pcpus),
-                                         int(cell.avail_memory))
+    return {cell.id: candidates_mod.NodeSize(len(cell.free_pcpus),
+                                             int(cell.avail_memory))
             for cell in topology.cells}
 
 
@@ -265,7 +265,7 @@ def _exchanged(host_state, found: Sequence[Mapping[str, Any]],
 
 def pruned(host_state, required: bool, keep: int,
            groups: Mapping[str, candidate_exchange.Group] | None = None,
-           cells: Sequence[candidates_mod.Cell] | None = None
+           cells: Sequence[candidates_mod.NodeSize] | None = None
            ) -> tuple[list[Mapping[str, Any]], bool]:
     """The candidates to hand on to Nova's filters, and whether GPUs count.
 

@@ -137,8 +137,8 @@ class TestChoose(testtools.TestCase):
 class TestSurelyPasses(testtools.TestCase):
     """Rule 5: where a second candidate cannot matter to Nova's NUMA check."""
 
-    ROOMS = {0: candidates.Room(4, 8192), 1: candidates.Room(0, 8192)}
-    CELL = candidates.Cell(2, 2048)
+    ROOMS = {0: candidates.NodeSize(4, 8192), 1: candidates.NodeSize(0, 8192)}
+    CELL = candidates.NodeSize(2, 2048)
 
     def test_no_guest_numa_topology(self):
         self.assertTrue(candidates.surely_passes([], None, frozenset({0})))
@@ -150,7 +150,7 @@ class TestSurelyPasses(testtools.TestCase):
     def test_not_sure(self):
         for cells, rooms, span in (
                 ([self.CELL], self.ROOMS, frozenset({1})),  # no CPUs
-                ([candidates.Cell(2, 9000)], self.ROOMS, frozenset({0})),
+                ([candidates.NodeSize(2, 9000)], self.ROOMS, frozenset({0})),
                 ([self.CELL], self.ROOMS, frozenset({0, 1})),
                 ([self.CELL] * 2, self.ROOMS, frozenset({0})),
                 ([self.CELL], self.ROOMS, frozenset({None})),
