@@ -117,6 +117,11 @@ class Sizes:
     #: every one).
     select_hosts: tuple[int, ...] = (10, 50, 100)
     select_shapes: tuple[str, ...] = ()
+    #: select_destinations_batches' cloud sizes, shapes and servers per
+    #: request (0: select_bench_cloud.BATCH, two per host at 10 hosts).
+    batch_hosts: tuple[int, ...] = (10, 50)
+    batch_shapes: tuple[str, ...] = ('4+4', 'hgx-fabric-manager')
+    batch_size: int = 0
     #: fabric_nvlink's server sequences; empty: every one.
     fabric_sequences: tuple[tuple[int, ...], ...] = ()
     privsep_rounds: int = 7
@@ -133,6 +138,7 @@ QUICK = Sizes(
     scale_calls=1, scale_gpus=((1, 1), (4, 2)), scale_nodes=((8, 1), (8, 2)),
     scheduling_ops=200, scheduling_rounds=1, cloud_hosts=(2,),
     cloud_caps=(0,), select_hosts=(2,), select_shapes=('hgx-fabric-manager',),
+    batch_hosts=(2,), batch_shapes=('hgx-fabric-manager',), batch_size=4,
     fabric_sequences=((2, 2, 4),), privsep_rounds=1, stall_rounds=1,
     verify_p2p_rounds=1, verify_p2p_mib=1)
 #: This run's sizes: main() sets QUICK for --quick.
@@ -754,6 +760,45 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
           'free in their clique (half board) as any fitting claim could')
 
 
+SELECT_BATCHES = 'select_destinations_batches'
+#: Batches of select_bench_cloud.BATCH required 4-GPU servers: on 10
+#: hosts of 8 GPUs they must pack two per host.
+
+
+def select_destinations_batches() -> dict:
+    """``--min 20 --max 20`` of required 4-GPU servers, 10 and 50 hosts.
+
+    lab/select_bench_cloud.py's batch: idle hosts, the recommended
+    settings; one request's select_destinations beside a single one's.
+    """
+    batch = {'batch_size': SIZES.batch_size} if SIZES.batch_size else {}
+    return {'records': [
+        record for hosts in SIZES.batch_hosts for shape in SIZES.batch_shapes
+        for record in cloud_runner.run('batch', cloud=SELECT_CLOUD,
+                                       shape=shape, hosts=hosts,
+                                       busy=False, **batch)]}
+
+
+def print_select_destinations_batches(result: dict) -> None:
+    print('\nScheduling batches: one request for N required servers '
+          '(lab/select_bench_cloud.py; idle hosts, settings as above)')
+    print('  %-20s %5s %7s %4s %8s %12s %9s %11s %9s %6s %8s' % (
+        'shape', 'hosts', 'servers', 'GPUs', 'select s', 'per server s',
+        'single s', 'placement s', 'filters s', 'hosts', 'one'))
+    for row in result['records']:
+        print('  %-20s %5d %7d %4d %8.2f %12.3f %9.2f %11.2f %9.2f %6s '
+              '%8s' % (
+                  row['shape'], row['hosts'], row['servers'], row['gpus'],
+                  row['select_seconds'], row['per_server_seconds'],
+                  row['single_seconds'], row['placement_seconds'],
+                  row['filter_seconds'],
+                  '%d/%d' % (row['hosts_used'], row['most_per_host']),
+                  '%d/%d' % (row['one_group'], row['servers'])))
+    print('  hosts: hosts used / most servers on one; one: servers whose '
+          'GPUs are one clique (Fabric Manager: one partition); single: '
+          'select_destinations of one such server on the same cloud')
+
+
 FABRIC = 'fabric_nvlink'
 FABRIC_CLOUD = 'fabric_bench_cloud.FabricBenchCloud'
 FABRIC_TITLES = {'nvlink_pairs': 'NVLink pairs (goal 100%)',
@@ -1231,7 +1276,8 @@ def main(argv: list[str]) -> int:
         return 0
     clouds = {GUEST_XML: guest_xml, DECISION_QUALITY: decision_quality_run,
               SCALE: guest_xml_scale, FABRIC: fabric_nvlink,
-              SELECT: select_destinations_at_cloud_size}
+              SELECT: select_destinations_at_cloud_size,
+              SELECT_BATCHES: select_destinations_batches}
     children = {PRIVSEP: privsep_reads, STALL: greenthread_stall,
                 VERIFY_P2P: verify_p2p}
     known = (set(BENCHMARKS) | set(clouds) | set(children)
@@ -1274,6 +1320,7 @@ def main(argv: list[str]) -> int:
         (CLOUD_FILTERS, print_scheduling_at_cloud_size),
         (FABRIC, print_fabric_nvlink),
         (SELECT, print_select_destinations_at_cloud_size),
+        (SELECT_BATCHES, print_select_destinations_batches),
         (PRIVSEP, print_privsep_reads),
         (STALL, print_greenthread_stall),
         (VERIFY_P2P, verify_p2p_bench.print_result))

@@ -79,6 +79,7 @@ import requests
 import sqlalchemy
 
 from nova_gpu_p2p import device_spec_tags
+from nova_gpu_p2p import driver_stat
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import scheduler
@@ -607,6 +608,8 @@ def _scheduler_host(layout: Layout, candidates: Sequence[Sequence[int]],
         for gpu in range(layout.gpus)])
     groups = [group.requester_id for group in spec.requested_resources]
     host = host_manager.HostState('gpu-host', 'gpu-host', uuid.uuid4())
+    # Its compute runs our driver.
+    host.stats = driver_stat.reported({})
     host.numa_topology = numa
     host.cpu_allocation_ratio = host.ram_allocation_ratio = 1.0
     host.pci_stats = pci_stats.PciDeviceStats(numa, stats=pools)

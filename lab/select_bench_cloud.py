@@ -55,6 +55,10 @@ BUSY_GPUS = 2
 #: two guest NUMA nodes, as ``nova-gpu-p2p flavor --numa-nodes`` sizes it.
 GPUS_PER_SOCKET = 4
 REQUESTS = (1, 2, 4, 8)
+#: A batch: this many ``required`` servers of :data:`BATCH_GPUS` GPUs in
+#: one request (``openstack server create --min 20 --max 20``).
+BATCH = 20
+BATCH_GPUS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +87,12 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     #: The tool sets these.
     shape = '4+4'
     hosts = 10
+    #: Every other host first runs a ``required`` pair.
+    busy = True
+    #: The GPU counts :meth:`requests` asks for.
+    sizes: tuple[int, ...] = REQUESTS
+    #: Servers in :meth:`batch`'s one request.
+    batch_size = BATCH
     OURS_FIRST = True
     ADDRESS_ORDER = False
 
@@ -94,7 +104,8 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     def setUp(self) -> None:
         super().setUp()
         shape = SHAPES[self.shape]
-        self.flags(instances=self.hosts + 1, cores=-1, ram=-1,
+        self.flags(instances=max(self.hosts, self.batch_size) + 1,
+                   cores=-1, ram=-1,
                    group='quota')
         cap = 2 * self.hosts
         self.cap_placement(cap)
@@ -107,7 +118,7 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
                 gpu_p2p_options={'p2p_level': shape.p2p_level})
         #: Fabric Manager partitions (a claim must be one), else None.
         self.partitions = ([frozenset(partition.gpus) for partition in
-                            scheduling.PARTITIONS]
+                            scheduling.board_partitions(self.BOARD)]
                            if shape.partitions else None)
         #: What a best fit is judged in: the cliques, or the partitions of
         #: four and eight GPUs (two halves and the board).
@@ -119,7 +130,7 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         #: The GPUs in use on each host.
         self.used: dict[str, set[str]] = {name: set() for name in self.names}
         pair = self.bench_flavor(BUSY_GPUS, required=True)
-        for hostname in self.names[1::2]:
+        for hostname in self.names[1::2] if self.busy else ():
             server = self._create_server(
                 flavor_id=pair, image_uuid=self.q35_image, networks='none',
                 host=hostname)
@@ -188,9 +199,9 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         return found
 
     def requests(self) -> list[tuple[int, bool]]:
-        """1, 2, 4, 8 GPUs: ``required`` where a group holds that many."""
+        """:attr:`sizes` GPUs: ``required`` where a group holds that many."""
         largest = max(len(group) for group in self.groups)
-        return [(gpus, required) for gpus in REQUESTS
+        return [(gpus, required) for gpus in self.sizes
                 for required in (True, False)
                 if not required or (gpus > 1 and largest >= gpus)]
 
@@ -271,3 +282,41 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
                     len(self._free(host) & group) - gpus == best),
             })
             self.delete(server)
+
+    def batch(self) -> None:
+        """A single request, then :attr:`batch_size` in one, recorded.
+
+        Both of :data:`BATCH_GPUS` ``required`` GPUs; the batch's record
+        has the time of its one ``select_destinations``, its servers per
+        host and how many of them are one clique (partition) each.
+        """
+        flavor = self.bench_flavor(BATCH_GPUS, required=True)
+        for found in self.timings.values():
+            found.clear()
+        single = self._create_server(flavor_id=flavor,
+                                     image_uuid=self.q35_image,
+                                     networks='none')
+        self.settle(single)
+        (single_seconds, _), = self.timings['select']
+        self.delete(single)
+        for found in self.timings.values():
+            found.clear()
+        servers = self.boot_together(flavor, self.batch_size)
+        (select, _), = self.timings['select']
+        per_host: dict[str, int] = {}
+        for server in servers:
+            host = server['OS-EXT-SRV-ATTR:host']
+            per_host[host] = per_host.get(host, 0) + 1
+        self.sink({
+            'shape': self.shape, 'hosts': self.hosts, 'gpus': BATCH_GPUS,
+            'servers': len(servers), 'select_seconds': select,
+            'per_server_seconds': select / len(servers),
+            'single_seconds': single_seconds,
+            'placement_seconds': sum(
+                s for s, _ in self.timings['placement']),
+            'filter_seconds': sum(s for s, _ in self.timings['filters']),
+            'one_group': sum(self.one_group(set(self.gpus(server)))
+                             is not None for server in servers),
+            'hosts_used': len(per_host),
+            'most_per_host': max(per_host.values()),
+        })

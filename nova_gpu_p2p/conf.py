@@ -376,10 +376,14 @@ OPTS = [
              'NUMATopologyFilter cost milliseconds per candidate each, so '
              'this bounds a request\'s filter time by hosts, not by '
              'candidates. The default, 2, is the best fit and a second '
-             'from another clique or NUMA node, for when Nova\'s NUMA '
-             'check refuses the first; measured at 50 hosts it keeps '
-             'every host that has a fitting set (see scheduling-scale in '
-             'the docs). 0 hands on every distinct one.'),
+             'on other NUMA nodes (or other devices), for when Nova\'s '
+             'NUMA check refuses the first; the second is left out where '
+             'Nova would judge it as the first, and where its NUMA check '
+             'surely passes the first (no guest NUMA topology; one cell '
+             'of dedicated CPUs with room on the GPUs\' node). Measured '
+             'at 50 hosts it keeps every host that has a fitting set '
+             '(see scheduling-scale in the docs). 0 hands on every '
+             'distinct one.'),
     cfg.Opt(
         'fabric_manager_address',
         type=FabricManagerAddress(),

@@ -32,6 +32,7 @@ from oslo_log import log as logging
 from nova_gpu_p2p import action_events
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import device_spec_tags
+from nova_gpu_p2p import driver_stat
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.fabric import lifecycle
@@ -171,11 +172,14 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         GPUs get unbound, captures get replaced: once per period is often
         enough, and keeps discovery off the boot path. Partitions are
         reconciled first: a restarted Fabric Manager answers discovery
-        only once told what runs.
+        only once told what runs. The resources carry the stat that tells
+        the scheduler this driver runs here (:mod:`driver_stat`).
         """
         self._fabric_quietly(self._fabric.reconcile)
         self.refresh_host_gpus()
-        return super().get_available_resource(nodename)
+        resources = super().get_available_resource(nodename)
+        resources['stats'] = driver_stat.reported(resources.get('stats'))
+        return resources
 
     def init_host(self, host):
         """Nova's start-up, then Fabric Manager's partitions reconciled.

@@ -71,6 +71,15 @@ _NOT_KIND = frozenset({'count', 'rp_uuid', 'numa_node', 'address',
                        'devices', 'gpu_p2p_clique', 'gpu_p2p_partitions'})
 
 
+def kind(pool: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
+    """Everything Nova matches a request against in a pool, as (key, value).
+
+    Not the clique or partition tags: only our filter reads them.
+    """
+    return frozenset((k, str(v)) for k, v in pool.items()
+                     if k not in _NOT_KIND)
+
+
 @dataclasses.dataclass(frozen=True)
 class Pool:
     """A GPU provider's pool as the exchange needs it."""
@@ -93,9 +102,7 @@ class Pool:
         if clique is not None:
             shown.add(traits.clique_id_trait(clique))
         return cls(pool['rp_uuid'], int(pool.get('count', 0)),
-                   pool.get('numa_node'), clique,
-                   frozenset((k, str(v)) for k, v in pool.items()
-                             if k not in _NOT_KIND),
+                   pool.get('numa_node'), clique, kind(pool),
                    frozenset(shown))
 
     @property
@@ -112,6 +119,10 @@ class Group:
 
     resources: Mapping[str, int]
     required_traits: frozenset[str] = frozenset()
+    #: One device of a request for NVIDIA devices: the provider it maps
+    #: to is a GPU even where the pools no longer show it (Nova consumed
+    #: it for an earlier instance of the request).
+    gpu: bool = False
 
 
 def target(pools: Sequence[Pool], count: int,
@@ -166,10 +177,17 @@ def target_partition(gpus: Mapping[str, partition_fit.Gpu],
     return sets[fits[0].index] if fits else None
 
 
-def _may_take(old: Pool, new: Pool, group: Group) -> bool:
-    """Rules 2 and 3 for one exchange."""
-    return (new.kind == old.kind and new.free > 0
-            and dict(group.resources) == {old.resource_class: 1}
+def _may_take(old: Pool | None, new: Pool, group: Group) -> bool:
+    """Rules 2 and 3 for one exchange.
+
+    ``old`` is None for a GPU Nova consumed for an earlier instance of
+    the request: the group's class and traits, which the new one has,
+    are what it matched (and Nova's PCI filter checks the new one's pool
+    against the request).
+    """
+    like = old is None or new.kind == old.kind
+    return (like and new.free > 0
+            and dict(group.resources) == {(old or new).resource_class: 1}
             and group.required_traits <= new.traits)
 
 
@@ -185,7 +203,9 @@ def exchange(candidate: Mapping[str, Any], pools: Mapping[str, Pool],
     """
     mappings = candidate.get('mappings', {})
     taken = [(suffix, provider) for suffix, providers in mappings.items()
-             for provider in providers if provider in pools]
+             for provider in providers
+             if provider in pools or (suffix in groups
+                                      and groups[suffix].gpu)]
     if len(taken) != len(wanted) or len(set(wanted)) != len(wanted):
         return None
     gpu_providers = [provider for _, provider in taken]
@@ -202,7 +222,7 @@ def exchange(candidate: Mapping[str, Any], pools: Mapping[str, Pool],
         if group is None:
             return None
         new = next((p for p in left
-                    if _may_take(pools[old], pools[p], group)), None)
+                    if _may_take(pools.get(old), pools[p], group)), None)
         if new is None:
             return None
         left.remove(new)

@@ -40,15 +40,29 @@ with GPUs:
    spread over their sets of nodes the same way.
 3. **At most K per host** (``[gpu_p2p] candidates_per_host``; 0 keeps
    them all).
+4. **Only where it can matter.** With K, of candidates Nova's filters
+   judge alike (GPUs of the same kinds on the same host NUMA nodes, the
+   same other providers) only the first is kept: Nova's filters pass
+   both or neither, and its scheduler claims a host's first. So a
+   second candidate reaches them only on other NUMA nodes (which
+   ``NUMATopologyFilter`` may judge otherwise, for their free CPUs and
+   memory) or with other devices.
+5. **One where the first surely passes.** Where Nova's NUMA check
+   surely passes the first (a guest without NUMA topology, or a one-cell
+   guest of dedicated CPUs whose GPUs sit on one host node with room for
+   the whole cell), no second candidate can matter: only the first is
+   kept.
 
 Pure functions over plain data: the candidates as Nova holds them
 (``allocations`` and ``mappings``) and the fits.
 """
 
+from collections.abc import Callable
 from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
+import dataclasses
 import re
 import typing
 from typing import Any
@@ -69,8 +83,11 @@ class Fit(typing.Protocol):
         """Fits of one family take GPUs from one clique or partition."""
 
 
-def _request(suffix: str) -> str:
-    """The request a group suffix belongs to: its devices are alike."""
+def request_of(suffix: str) -> str:
+    """The request a group suffix belongs to: its devices are alike.
+
+    Nova's PCI request ID for one device's group, else the suffix.
+    """
     match = _DEVICE_GROUP.match(suffix)
     return match.group('request') if match else suffix
 
@@ -87,21 +104,105 @@ def claim_key(candidate: Mapping[str, Any]) -> Hashable:
     taken: dict[tuple[str, str], int] = {}
     for suffix, providers in candidate.get('mappings', {}).items():
         for provider in providers:
-            key = (_request(suffix), provider)
+            key = (request_of(suffix), provider)
             taken[key] = taken.get(key, 0) + 1
     return allocations, frozenset(taken.items())
 
 
-def distinct(candidates: Iterable[Mapping[str, Any]]) -> list[int]:
-    """The index of each claim's first candidate, in order (rule 1)."""
+def judgement(candidate: Mapping[str, Any],
+              gpus: Mapping[str, Hashable]) -> Hashable:
+    """What Nova's PCI and NUMA filters judge a candidate by (rule 4).
+
+    Each GPU's host NUMA node and kind (vendor, product, type, tags Nova
+    matches), counted, and every other provider's allocation as it is.
+    Of two claimable candidates alike in this, Nova's filters pass both
+    or neither, and its scheduler claims only the first.
+
+    :param gpus: the host's GPU providers, each with its NUMA node and
+        kind.
+    """
+    taken: dict[Hashable, int] = {}
+    for providers in candidate.get('mappings', {}).values():
+        for provider in providers:
+            if provider in gpus:
+                taken[gpus[provider]] = taken.get(gpus[provider], 0) + 1
+    others = frozenset(
+        (provider, frozenset(entry.get('resources', {}).items()))
+        for provider, entry in candidate.get('allocations', {}).items()
+        if provider not in gpus)
+    return frozenset(taken.items()), others
+
+
+def distinct(candidates: Iterable[Mapping[str, Any]],
+             key: Callable[[Mapping[str, Any]], Hashable] = claim_key
+             ) -> list[int]:
+    """The index of each key's first candidate, in order (rules 1, 4).
+
+    :param key: what makes two candidates one: the claim, by default.
+    """
     seen: set[Hashable] = set()
     kept = []
     for index, candidate in enumerate(candidates):
-        key = claim_key(candidate)
-        if key not in seen:
-            seen.add(key)
+        found = key(candidate)
+        if found not in seen:
+            seen.add(found)
             kept.append(index)
     return kept
+
+
+def claimable(providers: Iterable[str], free: Mapping[str, int]) -> bool:
+    """Whether the host still has every device the candidate takes.
+
+    :param providers: the GPU providers a candidate takes, once per
+        device.
+    :param free: free devices per provider, as the host's pools count
+        them: for the second and later instances of a multi-create, after
+        Nova consumed the earlier ones, whose candidates a later one's
+        overlap (Nova's ``PciPassthroughFilter`` would drop them).
+    """
+    wanted: dict[str, int] = {}
+    for provider in providers:
+        wanted[provider] = wanted.get(provider, 0) + 1
+    return all(free.get(provider, 0) >= count
+               for provider, count in wanted.items())
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeSize:
+    """Dedicated CPUs and memory of a NUMA node or cell.
+
+    Free on a host NUMA node, or what a guest cell of dedicated CPUs and
+    small pages asks for.
+    """
+
+    pcpus: int
+    memory_mb: int
+
+
+def surely_passes(cells: Sequence[NodeSize] | None,
+                  rooms: Mapping[int, NodeSize] | None,
+                  span: frozenset[int | None]) -> bool:
+    """Whether Nova's NUMA check surely passes a candidate (rule 5).
+
+    True for a guest without NUMA topology (``cells`` empty: Nova's
+    check is then the same for every candidate), and for a one-cell guest
+    whose GPUs sit on one host node with free dedicated CPUs and memory
+    for the whole cell. False wherever it might refuse it (more cells, a
+    cell Nova pins otherwise, an unknown node or room), which keeps a
+    second candidate that Nova might judge otherwise.
+
+    :param cells: the guest's cells; None where they are not plain
+        (shared or mixed CPUs, huge pages, a thread or emulator policy).
+    :param rooms: each host node's free room; None where unknown.
+    :param span: the host NUMA nodes of the candidate's GPUs.
+    """
+    if cells is not None and not cells:
+        return True
+    if not cells or rooms is None or len(cells) != 1 or len(span) != 1:
+        return False
+    room = rooms.get(next(iter(span)))  # type: ignore[arg-type]
+    return (room is not None and room.pcpus >= cells[0].pcpus
+            and room.memory_mb >= cells[0].memory_mb)
 
 
 #: The host NUMA nodes of a candidate's GPUs (None: unknown).

@@ -24,7 +24,10 @@ one host clique (on a Fabric Manager host: exactly one partition), best
 fit first (see :mod:`nova_gpu_p2p.scheduler.clique_fit` and
 :mod:`nova_gpu_p2p.scheduler.partition_fit`) so that the scheduler, which
 claims a host's first candidate, takes the tightest fit, and drops the
-host when nothing fits. Requests without GPUs pass untouched.
+host when nothing fits, and any host whose compute does not run the GPU
+P2P driver now, whatever traits its provider kept
+(:mod:`nova_gpu_p2p.driver_stat`). Requests without GPUs pass
+untouched.
 """
 
 from nova import conf as nova_conf
@@ -32,6 +35,7 @@ from nova.scheduler import filters
 from oslo_log import log as logging
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import driver_stat
 from nova_gpu_p2p.scheduler import host_view
 
 CONF = nova_conf.CONF
@@ -51,12 +55,21 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
 
     def host_passes(self, host_state, spec_obj) -> bool:
         required = host_view.wants_one_clique(spec_obj)
+        if required and not driver_stat.running(
+                getattr(host_state, 'stats', None)):
+            # Traits outlive a rollback to another driver; this does not.
+            LOG.debug('GPU P2P: %s does not run the GPU P2P compute '
+                      'driver (its compute node has no %s stat): nothing '
+                      'there would honour hw:gpu_p2p_clique=required',
+                      host_state, driver_stat.KEY)
+            return False
         if required and not host_view.can_steer(type(self).__name__):
             return True
         try:
             kept, judged = host_view.pruned(
                 host_state, required, CONF.gpu_p2p.candidates_per_host,
-                host_view.request_groups(spec_obj))
+                host_view.request_groups(spec_obj),
+                host_view.guest_cells(spec_obj))
         except Exception:
             # Never fail scheduling because of us: the compute's own check
             # still refuses GPUs that are not one clique.

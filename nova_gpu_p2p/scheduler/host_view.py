@@ -23,6 +23,7 @@ candidates. Nothing here holds a second copy of any topology.
 
 from collections.abc import Mapping
 from collections.abc import Sequence
+import functools
 import inspect
 from typing import Any
 
@@ -134,12 +135,21 @@ def partition_gpus(host_state) -> dict[str, partition_fit.Gpu]:
         for provider, pool in pools.items()}
 
 
-def gpu_providers(candidate: Mapping[str, Any],
-                  host_gpus: Mapping[str, object]) -> list[str]:
-    """The GPU providers one allocation candidate takes, once per device."""
+def gpu_providers(
+        candidate: Mapping[str, Any], host_gpus: Mapping[str, object],
+        groups: Mapping[str, candidate_exchange.Group] | None = None
+) -> list[str]:
+    """The GPU providers one allocation candidate takes, once per device.
+
+    :param groups: the request's groups by suffix: the providers of its
+        GPU groups count even where the host no longer shows them.
+    """
+    groups = groups or {}
     return [provider
-            for providers in candidate.get('mappings', {}).values()
-            for provider in providers if provider in host_gpus]
+            for suffix, providers in candidate.get('mappings', {}).items()
+            for provider in providers
+            if provider in host_gpus or (suffix in groups
+                                         and groups[suffix].gpu)]
 
 
 def fits(host_state, candidates: Sequence[Mapping[str, Any]] | None = None
@@ -164,11 +174,63 @@ def fits(host_state, candidates: Sequence[Mapping[str, Any]] | None = None
     return clique_fit.best_first(taken, host_gpus), True
 
 
+def _nvidia_requests(spec_obj) -> set[str]:
+    """The IDs of the request's PCI requests for NVIDIA devices."""
+    if not spec_obj.obj_attr_is_set('pci_requests'):
+        return set()
+    return {request.request_id
+            for request in getattr(spec_obj.pci_requests, 'requests', ())
+            if any(str(spec.get('vendor_id', '')).lower()
+                   == model.NVIDIA_VENDOR_HEX for spec in request.spec or ())}
+
+
 def request_groups(spec_obj) -> dict[str, candidate_exchange.Group]:
     """The request's groups by suffix, as candidates' mappings name them."""
+    nvidia = _nvidia_requests(spec_obj)
     return {group.requester_id or '': candidate_exchange.Group(
-        dict(group.resources), frozenset(group.required_traits or ()))
+        dict(group.resources), frozenset(group.required_traits or ()),
+        candidates_mod.request_of(group.requester_id or '') in nvidia)
         for group in getattr(spec_obj, 'requested_resources', None) or ()}
+
+
+def _set(obj, name: str):
+    """A Nova object's field, or None where it is not set."""
+    return getattr(obj, name) if obj.obj_attr_is_set(name) else None
+
+
+def guest_cells(spec_obj) -> list[candidates_mod.NodeSize] | None:
+    """The guest's NUMA cells as :func:`candidates.surely_passes` reads them.
+
+    Empty without a NUMA topology; None where any cell is not plain
+    (shared or mixed CPUs, huge pages, a thread or emulator thread
+    policy) or the request does not say.
+    """
+    if not spec_obj.obj_attr_is_set('numa_topology'):
+        return None
+    topology = spec_obj.numa_topology
+    if topology is None:
+        return []
+    if _set(topology, 'emulator_threads_policy') is not None:
+        return None
+    cells = []
+    for cell in topology.cells:
+        if (_set(cell, 'cpuset') or not _set(cell, 'pcpuset')
+                or _set(cell, 'pagesize') is not None
+                or _set(cell, 'cpu_thread_policy') not in (None, 'prefer')):
+            return None
+        cells.append(candidates_mod.NodeSize(len(cell.pcpuset),
+                                             int(cell.memory)))
+    return cells
+
+
+def _rooms(host_state) -> dict[int, candidates_mod.NodeSize] | None:
+    """Each host NUMA node's free dedicated CPUs and memory, if known."""
+    topology = getattr(host_state, 'numa_topology', None)
+    if topology is None:
+        return None
+    return {cell.id: candidates_mod.NodeSize(len(cell.free_pcpus),
+                                             int(cell.avail_memory))
+            for cell in topology.cells}
 
 
 def _exchanged(host_state, found: Sequence[Mapping[str, Any]],
@@ -183,7 +245,7 @@ def _exchanged(host_state, found: Sequence[Mapping[str, Any]],
         pool, device_spec_tags.tag_clique(pool),
         partitioned[provider].partitions if partitioned else ())
         for provider, pool in _gpu_pools(host_state).items()}
-    counts = {len(gpu_providers(c, pools)) for c in found} - {0}
+    counts = {len(gpu_providers(c, pools, groups)) for c in found} - {0}
     if len(counts) != 1:
         return None
     if partitioned:
@@ -202,41 +264,66 @@ def _exchanged(host_state, found: Sequence[Mapping[str, Any]],
 
 
 def pruned(host_state, required: bool, keep: int,
-           groups: Mapping[str, candidate_exchange.Group] | None = None
+           groups: Mapping[str, candidate_exchange.Group] | None = None,
+           cells: Sequence[candidates_mod.NodeSize] | None = None
            ) -> tuple[list[Mapping[str, Any]], bool]:
     """The candidates to hand on to Nova's filters, and whether GPUs count.
 
     :mod:`nova_gpu_p2p.scheduler.candidates`' rule over the host's
-    candidates; they are returned as they are when none takes a GPU. A
-    candidate built on the set the request should take comes first where
-    none of the returned ones fits, where it fits better than the best of
-    them, or where it spans fewer NUMA nodes than each of them
-    (:mod:`nova_gpu_p2p.scheduler.candidate_exchange`).
+    candidates that it can still claim (for the second and later
+    instances of a multi-create, Nova has consumed the earlier ones from
+    its pools); they are returned as they are when none takes a GPU. A
+    candidate built on the set the request should take, from any of them,
+    comes first where none of the claimable ones fits, where it fits
+    better than the best of them, or where it spans fewer NUMA nodes than
+    each of them (:mod:`nova_gpu_p2p.scheduler.candidate_exchange`).
+    With ``keep`` (not 0), of candidates Nova's filters would judge alike
+    only the first is kept (:func:`candidates.judgement`), and only the
+    first where Nova's NUMA check surely passes it.
 
     :param groups: the request's groups by suffix, for that exchange.
+    :param cells: the guest's NUMA cells (:func:`guest_cells`): where
+        Nova's NUMA check surely passes the first candidate, it alone is
+        kept.
     """
     every = host_state.allocation_candidates or []
     unique = [every[index] for index in candidates_mod.distinct(every)]
-    found, judged = fits(host_state, unique)
-    if not judged:
+    pools = _gpu_pools(host_state)
+    taken = [gpu_providers(candidate, pools, groups) for candidate in unique]
+    if not pools or not any(taken):
         return list(every), False
+    free = {provider: int(pool.get('count', 0))
+            for provider, pool in pools.items()}
+    claimable = [candidate for candidate, gpus in zip(unique, taken)
+                 if candidates_mod.claimable(gpus, free)]
+    found, _ = fits(host_state, claimable)
     node = {provider: pool.get('numa_node')
-            for provider, pool in _gpu_pools(host_state).items()}
+            for provider, pool in pools.items()}
 
     def span(candidate: Mapping[str, Any]) -> frozenset:
         return frozenset(node[provider]
                          for provider in gpu_providers(candidate, node))
 
-    spans = [span(candidate) for candidate in unique]
-    kept = [unique[index] for index in candidates_mod.choose(
-        spans, found, required, keep)]
+    spans = [span(candidate) for candidate in claimable]
+    kept = [claimable[index] for index in candidates_mod.choose(
+        spans, found, required, 0)]
     if groups:
         built = _exchanged(host_state, unique, groups, required)
+        best = kept[:keep] if keep else kept
         if built is not None and (
                 not kept or _fits_better(host_state, built, kept[0])
                 or len(span(built)) < min(len(span(candidate))
-                                          for candidate in kept)):
-            kept = [built] + kept[:keep - 1 if keep else None]
+                                          for candidate in best)):
+            kept.insert(0, built)
+    if not keep:
+        return kept, True
+    gpu = {provider: (pool.get('numa_node'), candidate_exchange.kind(pool))
+           for provider, pool in pools.items()}
+    kept = [kept[index] for index in candidates_mod.distinct(
+        kept, functools.partial(candidates_mod.judgement, gpus=gpu))][:keep]
+    if kept and candidates_mod.surely_passes(cells, _rooms(host_state),
+                                             span(kept[0])):
+        kept = kept[:1]
     return kept, True
 
 

@@ -38,15 +38,17 @@ MODULE_IDS = {address: module
 BOARD = 'h100'
 
 
-def fabric_manager(case: testtools.TestCase) -> fake_fm.FakeFM:
+def fabric_manager(case: testtools.TestCase,
+                   board: str = BOARD) -> fake_fm.FakeFM:
     """A stand-in Fabric Manager for the case's HGX host, configured.
 
     Its state (and the log of its calls) and the module ID file live in a
     directory of the case's own, so each cloud has a Fabric Manager of
-    its own. ``case`` is a Nova test case (``flags``).
+    its own. ``case`` is a Nova test case (``flags``); ``board`` one of
+    :data:`tests.fixtures.fake_fm.BOARDS`.
     """
     directory = case.useFixture(fixtures.TempDir()).path
-    fm = fake_fm.FakeFM(directory, BOARD)
+    fm = fake_fm.FakeFM(directory, board)
     case.flags(topology_backend='fabricmanager',
                fabric_manager_address=fm.address,
                fabric_manager_library=fake_fm.library(),

@@ -30,6 +30,7 @@ from nova_gpu_p2p import driver
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import discovery
+from tests.cloud import fake_fabric
 from tests.cloud import nova_cloud as base
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
@@ -54,11 +55,21 @@ HOST_NAME_WEIGHER = (nova_fixtures.HostNameWeigher.__module__
 REFUSAL = 'cannot form one P2P clique on this host'
 RESCHEDULED = 'Error from last host'
 
-#: The Fabric Manager corpus host: eight H100s on NVSwitches, with the
-#: stand-in's H100 board partitions (by module ID, not PCI order).
+#: The Fabric Manager corpus host: eight H100s on NVSwitches.
 HGX_HOST = 'hgx-8gpu-nvswitch-2numa'
-PARTITIONS, _ = partitions.to_addresses(fake_fm.H100_PARTITIONS.items(),
-                                        hosts.HGX_MODULES)
+
+
+def board_partitions(board: str) -> tuple[partitions.FabricPartition, ...]:
+    """:data:`HGX_HOST`'s partitions on one of the stand-in's boards.
+
+    By module ID, not PCI order (:data:`tests.fixtures.hosts.HGX_MODULES`).
+    """
+    return partitions.to_addresses(fake_fm.BOARDS[board].items(),
+                                   hosts.HGX_MODULES)[0]
+
+
+#: The partitions of the stand-in's H100 board.
+PARTITIONS = board_partitions(fake_fabric.BOARD)
 
 
 def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
@@ -76,9 +87,11 @@ def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
     return values
 
 
-def partition_device_spec_values(clique_ids: dict[str, int]) -> list[str]:
-    """Each GPU's entry with its clique and partitions."""
-    sizes = device_spec_tags.partition_sizes(PARTITIONS)
+def partition_device_spec_values(clique_ids: dict[str, int],
+                                 board: str = fake_fabric.BOARD
+                                 ) -> list[str]:
+    """Each GPU's entry with its clique and the board's partitions."""
+    sizes = device_spec_tags.partition_sizes(board_partitions(board))
     return [device_spec_tags.entry(address, clique_id,
                                    sizes.get(address, {})).partition(' = ')[2]
             for address, clique_id in sorted(clique_ids.items())
@@ -104,9 +117,11 @@ class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
     #: Placement's candidates sorted by GPU address
     #: (:meth:`in_address_order`), else in placement's own order.
     ADDRESS_ORDER = True
-    #: ``[pci] device_spec`` carries :data:`PARTITIONS` (on
-    #: :data:`HGX_HOST`), as ``topology --device-spec`` prints it there.
+    #: ``[pci] device_spec`` carries :attr:`BOARD`'s partitions (on
+    #: :data:`HGX_HOST`), as ``topology --device-spec`` prints them there.
     PARTITIONED = False
+    #: The stand-in Fabric Manager's board (:data:`fake_fm.BOARDS`).
+    BOARD = fake_fabric.BOARD
 
     @property
     def ADDITIONAL_FILTERS(self) -> list[str]:
@@ -179,7 +194,7 @@ class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
     def device_spec_values(self, clique_ids: dict[str, int]) -> list[str]:
         """Each GPU's ``[pci] device_spec`` value (see :attr:`PARTITIONED`)."""
         if self.PARTITIONED:
-            return partition_device_spec_values(clique_ids)
+            return partition_device_spec_values(clique_ids, self.BOARD)
         return device_spec_values(clique_ids)
 
     def own_device_spec(self, original):
@@ -238,6 +253,30 @@ class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
         server = self.boot(flavor, expected_state=expected_state, **kwargs)
         self.settle(server)
         return server
+
+    def boot_together(self, flavor: str, count: int,
+                      expected_state: str = 'ACTIVE') -> list[dict]:
+        """``openstack server create --min count --max count``, settled.
+
+        One request: Nova asks placement once and schedules the
+        instances one after another over the same hosts. The servers
+        come back in the order they were scheduled (their launch index).
+        """
+        body = self._build_server(image_uuid=self.q35_image,
+                                  flavor_id=flavor, networks='none')
+        body.update(min_count=count, max_count=count,
+                    return_reservation_id=True)
+        reservation = self.api.post_server({'server': body})['reservation_id']
+        found = self.api.get_servers(
+            search_opts={'reservation_id': reservation})
+        self.assertEqual(count, len(found), found)
+        servers = sorted(
+            (self._wait_for_state_change(server, expected_state)
+             for server in found),
+            key=lambda server: server['OS-EXT-SRV-ATTR:launch_index'])
+        for server in servers:
+            self.settle(server)
+        return servers
 
     def take_socket_cpus(self) -> dict:
         """A server without GPUs on all CPUs of the emptier socket."""

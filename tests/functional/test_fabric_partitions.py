@@ -60,7 +60,7 @@ class _FabricBase(scheduling.CliqueSchedulingBase):
             self.flags(report_in_placement=False, group='pci')
         # As doc/source/scheduling-scale.rst recommends, for one host.
         self.cap_placement(placement_scale.PER_HOST)
-        self.fm = fake_fabric.fabric_manager(self)
+        self.fm = fake_fabric.fabric_manager(self, self.BOARD)
         with open(CONF.gpu_p2p.module_id_file, 'w') as f:
             # What NVML recorded while the GPUs were on nvidia.
             json.dump({'module_ids': fake_fabric.MODULE_IDS}, f)
@@ -80,7 +80,8 @@ class _FabricBase(scheduling.CliqueSchedulingBase):
 
     def partition(self, server: dict) -> int:
         """The partition that is exactly the server's GPUs."""
-        found = partitions.exact(PARTITIONS, self.gpus(server))
+        found = partitions.exact(scheduling.board_partitions(self.BOARD),
+                                 self.gpus(server))
         self.assertIsNotNone(found, self.gpus(server))
         return found.id
 

@@ -132,3 +132,29 @@ class TestChoose(testtools.TestCase):
                          candidates.choose(spans, fits, False, 0))
         self.assertEqual([2, 0, 3], candidates.choose(spans, fits, False, 3))
         self.assertEqual([0, 3], candidates.choose(spans, [], False, 2))
+
+
+class TestSurelyPasses(testtools.TestCase):
+    """Rule 5: where a second candidate cannot matter to Nova's NUMA check."""
+
+    ROOMS = {0: candidates.NodeSize(4, 8192), 1: candidates.NodeSize(0, 8192)}
+    CELL = candidates.NodeSize(2, 2048)
+
+    def test_no_guest_numa_topology(self):
+        self.assertTrue(candidates.surely_passes([], None, frozenset({0})))
+
+    def test_one_cell_with_room_on_the_gpus_node(self):
+        self.assertTrue(candidates.surely_passes(
+            [self.CELL], self.ROOMS, frozenset({0})))
+
+    def test_not_sure(self):
+        for cells, rooms, span in (
+                ([self.CELL], self.ROOMS, frozenset({1})),  # no CPUs
+                ([candidates.NodeSize(2, 9000)], self.ROOMS, frozenset({0})),
+                ([self.CELL], self.ROOMS, frozenset({0, 1})),
+                ([self.CELL] * 2, self.ROOMS, frozenset({0})),
+                ([self.CELL], self.ROOMS, frozenset({None})),
+                ([self.CELL], None, frozenset({0})),
+                (None, self.ROOMS, frozenset({0}))):
+            self.assertFalse(candidates.surely_passes(cells, rooms, span),
+                             (cells, rooms, span))

@@ -1146,8 +1146,8 @@ class TestFabricManagerLifecycle(_FabricManagerBase):
                 active_at_discovery.append(self.fm.active())))
         with mock.patch.object(libvirt_driver.LibvirtDriver,
                                'get_available_resource',
-                               return_value='resources'):
-            self.assertEqual('resources',
+                               return_value={'vcpus': 8}):
+            self.assertEqual({'vcpus': 8, 'stats': {'gpu_p2p_driver': '1'}},
                              self.driver.get_available_resource('node'))
         self.assertEqual([set()], active_at_discovery)
 

@@ -29,6 +29,7 @@ from nova.tests.unit.scheduler import fakes
 from oslo_config import fixture as config_fixture
 import testtools
 
+from nova_gpu_p2p import driver_stat
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.scheduler import host_view
@@ -94,11 +95,35 @@ def _uuid_candidate(request, *gpus):
                             for rps in mappings.values() for rp in rps}}
 
 
-def _host(name, pools, candidates, aggregates=()):
+def _spec_with_groups(request, gpus, clique='required'):
+    """A request for ``gpus`` GPUs in Nova's groups, one device each."""
+    spec = _spec(clique)
+    spec.pci_requests = objects.InstancePCIRequests(requests=[
+        objects.InstancePCIRequest(
+            count=gpus, request_id=request, alias_name='gpu',
+            spec=[{'vendor_id': '10de', 'product_id': '2330'}])])
+    spec.requested_resources = [objects.RequestGroup(
+        requester_id='%s-%d' % (request, i),
+        resources={'CUSTOM_PCI_10DE_2330': 1}) for i in range(gpus)]
+    return spec
+
+
+def _pci_candidate(request, *gpus):
+    """:func:`_uuid_candidate` with the GPUs' class, as placement has it."""
+    candidate = _uuid_candidate(request, *gpus)
+    candidate['allocations'] = {
+        rp: {'resources': {'CUSTOM_PCI_10DE_2330': 1} if rp != ROOT
+             else {}} for rp in candidate['allocations']}
+    return candidate
+
+
+def _host(name, pools, candidates, aggregates=(),
+          stats=driver_stat.reported({'num_instances': '1'})):
+    """A host whose compute runs our driver, unless ``stats`` say not."""
     return fakes.FakeHostState(name, name, {
         'pci_stats': pci_stats.PciDeviceStats(None, stats=pools),
         'allocation_candidates': list(candidates),
-        'aggregates': list(aggregates), 'uuid': ROOT})
+        'aggregates': list(aggregates), 'uuid': ROOT, 'stats': stats})
 
 
 class _Base(testtools.TestCase):
@@ -193,16 +218,9 @@ class TestFilter(_Base):
     def test_a_fitting_candidate_built_when_none_came_back(self):
         # Placement's cap left only candidates across the two cliques.
         request = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
-        candidates = [_uuid_candidate(request, 0, 4),
-                      _uuid_candidate(request, 1, 5)]
-        spec = _spec()
-        spec.requested_resources = [objects.RequestGroup(
-            requester_id='%s-%d' % (request, i),
-            resources={'CUSTOM_PCI_10DE_2330': 1}) for i in range(2)]
-        for candidate in candidates:
-            for rp in candidate['allocations']:
-                candidate['allocations'][rp] = {'resources': (
-                    {'CUSTOM_PCI_10DE_2330': 1} if rp != ROOT else {})}
+        candidates = [_pci_candidate(request, 0, 4),
+                      _pci_candidate(request, 1, 5)]
+        spec = _spec_with_groups(request, 2)
         host = _host('h', _pools(0, 0, 0, 0, 1, 1, 1, 1, used=(2, 3)),
                      candidates)
         self.assertTrue(self.filter.host_passes(host, spec))
@@ -220,14 +238,8 @@ class TestFilter(_Base):
         # Placement returned one clique, but the roomier one: clique 1 is
         # free, clique 0 has its last two free.
         request = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
-        candidates = [_uuid_candidate(request, 4, 5)]
-        spec = _spec()
-        spec.requested_resources = [objects.RequestGroup(
-            requester_id='%s-%d' % (request, i),
-            resources={'CUSTOM_PCI_10DE_2330': 1}) for i in range(2)]
-        candidates[0]['allocations'] = {
-            rp: {'resources': {'CUSTOM_PCI_10DE_2330': 1} if rp != ROOT
-                 else {}} for rp in candidates[0]['allocations']}
+        candidates = [_pci_candidate(request, 4, 5)]
+        spec = _spec_with_groups(request, 2)
         host = _host('h', _pools(0, 0, 0, 0, 1, 1, 1, 1, used=(0, 1)),
                      candidates)
         self.assertTrue(self.filter.host_passes(host, spec))
@@ -326,28 +338,131 @@ class TestFilter(_Base):
                              host.allocation_candidates, clique)
 
     def test_at_most_k_spread_over_the_cliques(self):
-        # Two free cliques of four: every pair, in placement's order.
+        # Two free cliques of four, one a NUMA node: every pair, in
+        # placement's order.
         pairs = [(a, b) for a in range(8) for b in range(a + 1, 8)]
         candidates = [_candidate(a, b) for a, b in pairs]
+
+        def host():
+            pools = _pools(*[0] * 4 + [1] * 4)
+            for pool in pools[4:]:
+                pool.numa_node = 1
+            return _host('h', pools, candidates)
+
         self.conf.config(candidates_per_host=3, group='gpu_p2p')
-        for clique in ('required', 'auto'):
-            host = _host('h', _pools(*[0] * 4 + [1] * 4), candidates)
-            self.assertTrue(self.filter.host_passes(host, _spec(clique)))
-            self.assertEqual(
-                [_candidate(0, 1), _candidate(4, 5), _candidate(0, 2)],
-                host.allocation_candidates, clique)
+        # A third pair of one node is judged as the first of that node;
+        # a pair across the nodes is not.
+        for clique, expected in (
+                ('required', [_candidate(0, 1), _candidate(4, 5)]),
+                ('auto', [_candidate(0, 1), _candidate(4, 5),
+                          _candidate(0, 4)])):
+            found = host()
+            self.assertTrue(self.filter.host_passes(found, _spec(clique)))
+            self.assertEqual(expected, found.allocation_candidates, clique)
         CONF.clear_override('candidates_per_host', group='gpu_p2p')
-        host = _host('h', _pools(*[0] * 4 + [1] * 4), candidates)
-        self.assertTrue(self.filter.host_passes(host, _spec()))
+        found = host()
+        self.assertTrue(self.filter.host_passes(found, _spec()))
         self.assertEqual([_candidate(0, 1), _candidate(4, 5)],
-                         host.allocation_candidates, 'the default, 2')
+                         found.allocation_candidates, 'the default, 2')
         self.conf.config(candidates_per_host=0, group='gpu_p2p')
-        host = _host('h', _pools(*[0] * 4 + [1] * 4), candidates)
-        self.assertTrue(self.filter.host_passes(host, _spec('auto')))
-        self.assertEqual(len(candidates), len(host.allocation_candidates))
-        host = _host('h', _pools(*[0] * 4 + [1] * 4), candidates)
+        found = host()
+        self.assertTrue(self.filter.host_passes(found, _spec('auto')))
+        self.assertEqual(len(candidates), len(found.allocation_candidates))
+        found = host()
+        self.assertTrue(self.filter.host_passes(found, _spec()))
+        self.assertEqual(12, len(found.allocation_candidates))
+
+    def test_candidates_judged_alike_are_one(self):
+        # Two cliques on one NUMA node: Nova's filters judge a pair of
+        # either alike, so only the best fit reaches them.
+        candidates = [_candidate(0, 1), _candidate(2, 3)]
+        self.conf.config(candidates_per_host=2, group='gpu_p2p')
+        host = _host('h', _pools(0, 0, 1, 1), candidates)
         self.assertTrue(self.filter.host_passes(host, _spec()))
-        self.assertEqual(12, len(host.allocation_candidates))
+        self.assertEqual([candidates[0]], host.allocation_candidates)
+        # Another product is another judgement.
+        pools = _pools(0, 0, 1, 1)
+        for pool in pools[2:]:
+            pool.product_id = '2335'
+        host = _host('h', pools, candidates)
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.assertEqual(candidates, host.allocation_candidates)
+
+    def test_one_candidate_where_nova_surely_passes_it(self):
+        # Two cliques of four on two nodes: the second candidate is for a
+        # host node Nova's NUMA check might refuse the first for.
+        candidates = [_candidate(0, 1), _candidate(4, 5)]
+        pools = _pools(*[0] * 4 + [1] * 4)
+        for pool in pools[4:]:
+            pool.numa_node = 1
+        self.conf.config(candidates_per_host=2, group='gpu_p2p')
+
+        def kept(numa_topology, free_cpus):
+            host = _host('h', pools, candidates)
+            host.numa_topology = objects.NUMATopology(cells=[
+                objects.NUMACell(
+                    id=node, cpuset=set(), pcpuset={0, 1, 2, 3},
+                    pinned_cpus=set(range(4 - free_cpus)), memory=8192,
+                    memory_usage=0, siblings=[], mempages=[])
+                for node in (0, 1)])
+            spec = _spec()
+            spec.numa_topology = numa_topology
+            self.assertTrue(self.filter.host_passes(host, spec))
+            return host.allocation_candidates
+
+        def one_cell(**fields):
+            return objects.InstanceNUMATopology(cells=[
+                objects.InstanceNUMACell(
+                    id=0, cpuset=set(), pcpuset={0, 1}, memory=2048,
+                    **fields)])
+
+        self.assertEqual(candidates[:1], kept(None, 0))
+        self.assertEqual(candidates[:1], kept(one_cell(), 2))
+        for topology, free in ((one_cell(), 1),
+                               (one_cell(pagesize=2048), 4),
+                               (one_cell(cpu_thread_policy='isolate'), 4)):
+            self.assertEqual(candidates, kept(topology, free))
+
+    def test_later_instance_of_a_request_gets_a_fit_built(self):
+        # Nova consumed g0 and g1 for the first instance of a --min 2
+        # request, and dropped their pools: the candidates left overlap
+        # them, so the free pair of the clique is built from one of them.
+        request = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
+        pools = _pools(0, 0, 0, 0)
+        pools.objects = pools.objects[2:]
+        host = _host('h', pools, [_pci_candidate(request, 0, 1),
+                                  _pci_candidate(request, 0, 2)])
+        self.assertTrue(self.filter.host_passes(
+            host, _spec_with_groups(request, 2)))
+        self.assertEqual([_pci_candidate(request, 2, 3)],
+                         host.allocation_candidates)
+
+    def test_later_instance_dropped_when_nothing_is_left(self):
+        # Of two pairs, one GPU is left.
+        request = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
+        pools = _pools(0, 0, 1, 1)
+        pools.objects = pools.objects[3:]
+        host = _host('h', pools, [_pci_candidate(request, 0, 1)])
+        self.assertFalse(self.filter.host_passes(
+            host, _spec_with_groups(request, 2)))
+        self.assertEqual([], host.allocation_candidates)
+
+    def test_required_only_where_our_driver_runs(self):
+        # Another driver (a rollback to libvirt.LibvirtDriver): the
+        # compute node's stats lack ours, whatever traits were left.
+        candidates = [_candidate(0, 1)]
+        for stats in ({'num_instances': '1'}, {}, None,
+                      {driver_stat.KEY: 'other'}):
+            host = _host('h', _pools(0, 0), candidates, stats=stats)
+            self.assertFalse(self.filter.host_passes(host, _spec()), stats)
+            self.assertIn('does not run the GPU P2P compute driver',
+                          self.log.output)
+            for clique in (None, 'auto'):
+                self.assertTrue(self.filter.host_passes(
+                    host, _spec(clique)), (stats, clique))
+        self.conf.config(pci_in_placement=False, group='filter_scheduler')
+        host = _host('h', _pools(0, 0), candidates, stats={})
+        self.assertFalse(self.filter.host_passes(host, _spec()))
 
     def test_legacy_tracking_passes_and_warns_once(self):
         self.conf.config(pci_in_placement=False, group='filter_scheduler')
