@@ -78,11 +78,6 @@ class _OperationsMatrix:
     ADDRESS_ORDER = False
     #: ``hw:gpu_p2p_clique`` of every flavor here.
     MODE = 'required'
-    #: Whether the filter gives each instance of a ``--min N`` request
-    #: its own fitting candidate (issue 33's first item). Until then
-    #: :meth:`test_multi_create_packs` is an expected failure; it fails
-    #: as an unexpected success once that lands: set this True then.
-    MIN_N_PACKS = False
     #: Whether Nova's claim on a move's destination takes the GPUs
     #: placement allocated (see
     #: :data:`MOVE_CLAIM_DEFECT`). Until then those tests are expected
@@ -375,13 +370,7 @@ class _OperationsMatrix:
 
     def test_multi_create_packs(self):
         """``--min 3`` pairs on two hosts: two of them share one."""
-        if self.MIN_N_PACKS:
-            self.assert_batch(3)
-        else:
-            self.expectFailure(
-                'the filter leaves the later instances of a --min N '
-                'request no candidate on a host an earlier one took',
-                self.assert_batch, 3)
+        self.assert_batch(3)
 
     def provider_traits(self, host: str) -> dict:
         return self.placement.get(
