@@ -658,18 +658,8 @@ def static_gpus(count: int) -> str:
         % (i // 256 + 1, i // 8 % 32, i % 8) for i in range(count))
 
 
-class TestGpuCounts(testtools.TestCase):
+class TestGpuCounts(test_cli.CLITestCase):
     """Issue 35 item 3: GPUs per host are bounded, one clear error."""
-
-    def setUp(self):
-        super().setUp()
-        self.dir = self.useFixture(fixtures.TempDir()).path
-
-    def write(self, name: str, text: str) -> str:
-        path = os.path.join(self.dir, name)
-        with open(path, 'w') as f:
-            f.write(text)
-        return path
 
     def test_static_file_of_too_many_gpus_refused(self):
         # 3000 GPUs tagged clique 0 took nova-compute 14 s and 1.2 GB on
