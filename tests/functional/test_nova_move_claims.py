@@ -20,14 +20,14 @@ evacuation) builds the destination's PCI requests again from the flavor
 ``rp_uuids``), so ``PciDeviceStats.consume_requests`` takes the first
 free devices that match, whatever placement allocated; the next periodic
 update then adds the claimed devices to the server's allocation, which
-keeps the scheduler's too. A boot and an unshelve claim through
-``instance.pci_requests``, which carry placement's providers, and follow
-it.
+keeps the scheduler's too. A boot, and an unshelve of a server never
+moved, claim through ``instance.pci_requests``, which carry placement's
+providers, and follow it (:meth:`NovaMoveClaimTest.test_unshelve`).
 
 Here our filter and weigher are off, the flavor has no
 ``hw:gpu_p2p_clique``, and placement's candidates come highest address
 first, so that what the scheduler allocates is never the lowest-address
-pair the move claim takes. Each test is an expected failure: it turns
+pair the move claim takes. Each other test is an expected failure: it turns
 into an unexpected success the day Nova claims what placement allocated;
 then set ``MOVE_CLAIMS_FOLLOW_PLACEMENT`` in :mod:`test_operations_matrix`.
 The same move also leaves the server a PCI request ID its request spec
