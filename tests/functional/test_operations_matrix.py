@@ -56,11 +56,15 @@ OUR_DRIVER = 'gpu_p2p.GPUP2PLibvirtDriver'
 #: it then fails with PCI in placement (SPEC): the last microversion that
 #: keeps it running.
 EVACUATE_MICROVERSION = '2.94'
-#: Seen on Nova 34 (cold migration: with Nova's filters alone too): the
-#: destination's resource tracker claims its lowest-address free GPUs
-#: instead of those the scheduler allocated, and placement ends up
-#: holding both sets. Resizes up to an empty host claim the lowest
-#: addresses too, which is where the best fit is there.
+#: Nova's, not ours (test_nova_move_claims shows it with Nova's filters
+#: and a plain flavor, on Nova 33 and 34): ``ResourceTracker._move_claim``
+#: (resize, cold migration, evacuation) builds the destination's PCI
+#: requests again from the flavor, without placement's providers, so the
+#: destination claims its first free GPUs in address order instead of
+#: those the scheduler allocated, and its next update adds them to the
+#: server's allocation, which keeps the scheduler's set too. Resizes up
+#: to an empty host claim the lowest addresses too, which is where the
+#: best fit is there.
 MOVE_CLAIM_DEFECT = (
     'Nova\'s PCI claim on a move\'s destination (cold migration, '
     'evacuation, resize down) ignores the GPUs placement allocated')
@@ -79,9 +83,11 @@ class _OperationsMatrix:
     #: ``hw:gpu_p2p_clique`` of every flavor here.
     MODE = 'required'
     #: Whether Nova's claim on a move's destination takes the GPUs
-    #: placement allocated (see
-    #: :data:`MOVE_CLAIM_DEFECT`). Until then those tests are expected
-    #: failures where it matters (:attr:`LOWEST_FIT`).
+    #: placement allocated (see :data:`MOVE_CLAIM_DEFECT`; nothing our
+    #: driver or filter can change: Nova's resource tracker claims before
+    #: any driver call on the destination). Until then those tests are
+    #: expected failures where it matters (:attr:`LOWEST_FIT`); set it
+    #: when test_nova_move_claims succeeds unexpectedly.
     MOVE_CLAIMS_FOLLOW_PLACEMENT = False
     #: Whether the lowest-address free GPUs of an empty host, which Nova
     #: claims on those moves, are one clique (one partition) anyway.
