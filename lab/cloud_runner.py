@@ -31,6 +31,10 @@ from tests.fixtures import output
 FAILURE_TAIL = 8000
 
 
+#: Nova's functional test package: importing it patches with eventlet.
+FUNCTIONAL = 'nova.tests.functional'
+
+
 class CloudFailed(Exception):
     """The in-process cloud did not do what the method expected."""
 
@@ -45,12 +49,14 @@ def patch_first() -> None:
     WRITER"). The tools call this before they import anything of Nova;
     it refuses to run after, instead of leaving a cloud to fail at random.
     """
+    if FUNCTIONAL in sys.modules:
+        return  # Nova's functional tests (stestr) patched before Nova.
     if 'oslo_db.sqlalchemy.enginefacade' in sys.modules:
         raise RuntimeError(
             'oslo.db was imported before cloud_runner.patch_first(): '
             'import Nova (and what imports it) after the call')
     with output.quiet():
-        importlib.import_module('nova.tests.functional')
+        importlib.import_module(FUNCTIONAL)
 
 
 def run(method: str, cloud: str = 'demo_cloud.HGXCloud',

@@ -24,7 +24,6 @@ domain start records what Fabric Manager had active at that moment.
 
 import json
 import os
-import sys
 
 import fixtures
 from nova import conf as nova_conf
@@ -42,8 +41,6 @@ from tests.fixtures import hosts
 from tests.functional import test_guest_config as layout
 
 CONF = nova_conf.CONF
-PARTITIONS = scheduling.PARTITIONS
-PARTITIONS_BY_ID = {p.id: p for p in PARTITIONS}
 LOST = 'keeps running without what its flavor requires'
 
 
@@ -97,8 +94,8 @@ class _FabricBase(scheduling.CliqueSchedulingBase):
     def check_each_size_on_exactly_its_partition(self):
         servers = [self.boot_settled(self.flavor(gpus)) for gpus in (1, 2, 4)]
         held = [self.assert_started_on_its_partition(s) for s in servers]
-        self.assertEqual([1, 2, 4], [len(PARTITIONS_BY_ID[p].gpus)
-                                     for p in held])
+        by_id = {p.id: p for p in scheduling.board_partitions(self.BOARD)}
+        self.assertEqual([1, 2, 4], [len(by_id[p].gpus) for p in held])
         self.assertEqual(set(held), self.fm.active())
         for server in servers:
             # Nova's managed hostdevs: libvirt moves each GPU from nvidia
@@ -237,10 +234,6 @@ class FabricPartitionsTest(_FabricBase):
 
 
 #: The B200 board's partitions, numbered from 1 as NVIDIA numbers them.
-B200_PARTITIONS, _ = partitions.to_addresses(
-    fake_fm.B200_PARTITIONS.items(), hosts.HGX_MODULES)
-
-
 class B200BoardTest(_FabricBase):
     """An HGX B200 board, named from Debian 12's PCI ID database.
 
@@ -250,16 +243,11 @@ class B200BoardTest(_FabricBase):
     partition.
     """
 
+    BOARD = 'b200'
+
     def setUp(self):
-        for module, name, value in (
-                (hosts, 'HOSTS', dict(hosts.HOSTS, **{
-                    scheduling.HGX_HOST: hosts.HGX_B200})),
-                (fake_fabric, 'BOARD', 'b200'),
-                (scheduling, 'PARTITIONS', B200_PARTITIONS),
-                (sys.modules[__name__], 'PARTITIONS', B200_PARTITIONS),
-                (sys.modules[__name__], 'PARTITIONS_BY_ID',
-                 {p.id: p for p in B200_PARTITIONS})):
-            self.useFixture(fixtures.MockPatchObject(module, name, value))
+        self.useFixture(fixtures.MockPatchObject(hosts, 'HOSTS', dict(
+            hosts.HOSTS, **{scheduling.HGX_HOST: hosts.HGX_B200})))
         super().setUp()
 
     def test_each_size_on_exactly_its_partition(self):
