@@ -22,6 +22,9 @@ passes it for a ``required`` server: the compute node's stats say which
 driver runs now (:mod:`nova_gpu_p2p.driver_stat`).
 """
 
+import os
+import re
+
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import traits
@@ -29,6 +32,20 @@ from tests.cloud import scheduling
 
 OURS = 'gpu_p2p.GPUP2PLibvirtDriver'
 STOCK = 'libvirt.LibvirtDriver'
+GUIDE = os.path.join(os.path.dirname(__file__), '..', '..', 'doc',
+                     'source', 'operator-guide.rst')
+
+
+def guide_removes() -> re.Pattern:
+    """The traits the operator guide's roll-back pipeline removes.
+
+    Its ``grep -v -x -E '<pattern>'``, read from the guide itself, so the
+    test runs the command operators copy.
+    """
+    with open(GUIDE, encoding='utf-8') as guide:
+        found = re.search(r"grep -v -x -E '([^']+)'", guide.read())
+    assert found, 'the roll-back pipeline is gone from %s' % GUIDE
+    return re.compile(found.group(1))
 
 
 class RollbackTest(scheduling.CliqueSchedulingBase):
@@ -88,10 +105,15 @@ class RollbackTest(scheduling.CliqueSchedulingBase):
         self.delete(self.assert_lands(auto, 'host1'))
 
         # The operator guide's clean-up, as osc-placement's "resource
-        # provider trait set" does it: every trait but ours.
+        # provider trait set" does it: every trait its grep keeps.
         rp_uuid = self.compute_rp_uuids['host1']
-        self._set_provider_traits(rp_uuid, sorted(
-            set(self._get_provider_traits(rp_uuid)) - traits.OWNED))
+        removes = guide_removes()
+        kept = [trait for trait in self._get_provider_traits(rp_uuid)
+                if not removes.fullmatch(trait)]
+        self.assertNotEqual([], kept)
+        self._set_provider_traits(rp_uuid, kept)
         self._run_periodics()
         self.assertEqual(set(), self.our_traits('host1'))
+        self.assertEqual(set(kept),
+                         set(self._get_provider_traits(rp_uuid)))
         self.assert_not_rescheduled()
