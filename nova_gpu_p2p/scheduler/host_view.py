@@ -18,7 +18,9 @@ Everything comes from the compute host's own report: its PCI pools (one
 per GPU provider when PCI devices are in placement, each with the GPU's
 ``gpu_p2p_clique`` and, on a Fabric Manager host, ``gpu_p2p_partitions``
 device_spec tags and its provider UUID) and placement's allocation
-candidates. Nothing here holds a second copy of any topology.
+candidates; for a request whose claim may ignore placement, also the
+instance's task state and PCI request IDs, read once per request.
+Nothing here holds a second copy of any topology.
 """
 
 from collections.abc import Mapping
@@ -57,9 +59,10 @@ _legacy_warned = False
 def check_nova() -> None:
     """Refuse to load unless Nova's scheduler has what we read.
 
-    The allocation candidates on a HostState, the pools of its PCI stats
-    and the aggregate multiplier lookup are Nova internals; called when
-    nova-scheduler builds the filter or weigher, at its start.
+    The allocation candidates on a HostState, the pools of its PCI stats,
+    the aggregate multiplier lookup and the NUMA fit and PCI pool code
+    that predicts a move's claim (:func:`move_claim`) are Nova internals;
+    called when nova-scheduler builds the filter or weigher, at its start.
     """
     problems = []
     state = host_manager.HostState('host', 'node', None)
@@ -73,6 +76,16 @@ def check_nova() -> None:
     if params != ('host_state', 'multiplier_name', 'multiplier_config'):
         problems.append('get_weight_multiplier takes (%s)'
                         % ', '.join(params))
+    for name, function, needed in (
+            ('numa_fit_instance_to_host', hardware.numa_fit_instance_to_host,
+             {'provider_mapping', 'limits', 'pci_requests', 'pci_stats'}),
+            ('PciDeviceStats.apply_requests',
+             pci_stats.PciDeviceStats.apply_requests,
+             {'requests', 'provider_mapping', 'numa_cells'})):
+        missing = needed - set(inspect.signature(function).parameters)
+        if missing:
+            problems.append('%s takes no %s' % (name,
+                                                ', '.join(sorted(missing))))
     if problems:
         raise exception.IncompatibleNova(
             'nova-gpu-p2p\'s scheduler filter and weigher do not support '

@@ -752,3 +752,17 @@ class TestCheckNova(testtools.TestCase):
                                 host_view.check_nova)
         self.assertIn('get_weight_multiplier takes (host_state, name)',
                       str(exc))
+
+    def test_changed_move_claim_code_refused(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.hardware.numa_fit_instance_to_host',
+            lambda host_topology, instance_topology, limits=None: None))
+        self.useFixture(fixtures.MockPatchObject(
+            pci_stats.PciDeviceStats, 'apply_requests',
+            lambda stats, requests, numa_cells=None: None))
+        message = str(self.assertRaises(exception.IncompatibleNova,
+                                        host_view.check_nova))
+        self.assertIn('numa_fit_instance_to_host takes no pci_requests, '
+                      'pci_stats, provider_mapping', message)
+        self.assertIn('PciDeviceStats.apply_requests takes no '
+                      'provider_mapping', message)
