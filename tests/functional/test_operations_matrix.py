@@ -36,9 +36,11 @@ them, Nova claims the destination's first free GPUs whatever placement
 allocated (test_nova_move_claims); our filter has placement allocate
 exactly those, and refuses a host for ``required`` where they are not
 one clique (partition) (:mod:`nova_gpu_p2p.scheduler.move_claims`). On an
-empty HGX board the first free pair is modules 2 and 3, no partition: on
-Fabric Manager hosts a pair moves to a destination where another server
-holds a pair of the same half (:attr:`_OperationsMatrix.BUSY_DESTINATION`).
+empty HGX board the first free pair is modules 2 and 3, no partition
+(:class:`FabricManagerRequiredTest` shows the refusal,
+:class:`FabricManagerAutoTest` the ``auto`` move there): on Fabric
+Manager hosts the chains move a pair to a destination where Nova's first
+free pair is a partition (:attr:`_OperationsMatrix.BUSY_DESTINATION`).
 """
 
 import contextlib
@@ -81,9 +83,9 @@ class _OperationsMatrix:
     ADDRESS_ORDER = False
     #: ``hw:gpu_p2p_clique`` of every flavor here.
     MODE = 'required'
-    #: Whether a pair's move goes to a destination where another
-    #: ``required`` pair runs: there the first free pair, which Nova
-    #: claims, is the other pair of the same partition.
+    #: Whether a move goes to a destination half busy
+    #: (:meth:`prepare_destination`), where the first free pair, which
+    #: Nova claims, is the partition beside another server's pair.
     BUSY_DESTINATION = False
 
     def setUp(self):
