@@ -35,7 +35,6 @@ small requests (placement's candidate count grows with the permutations
 of the free GPUs: 1680 for 4 of 8).
 """
 
-import fixtures
 from nova.tests.functional.api import client
 
 from lab import placement_scale
@@ -85,7 +84,8 @@ class PairsTest(_PairsHost, scheduling.CliqueSchedulingBase):
         self.assert_not_rescheduled()
 
 
-class PairsMoveTest(_PairsHost, scheduling.CliqueSchedulingBase):
+class PairsMoveTest(matrix.Moves, _PairsHost,
+                    scheduling.CliqueSchedulingBase):
     """A pair cold-migrated to the pairs host, from a second one.
 
     Nova's move claim ignores placement (test_nova_move_claims): there it
@@ -94,15 +94,9 @@ class PairsMoveTest(_PairsHost, scheduling.CliqueSchedulingBase):
     ``required`` pair is refused there.
     """
 
-    allocated_gpus = matrix._OperationsMatrix.allocated_gpus
-    host_of = matrix._OperationsMatrix.host_of
-
     def setUp(self):
         super().setUp()
-        self.useFixture(fixtures.MockPatch(
-            'nova.virt.libvirt.driver.LibvirtDriver'
-            '.migrate_disk_and_power_off',
-            matrix._OperationsMatrix.power_off_only))
+        self.skip_disk_copy()
         self.start_host('host2', 'PXB')
 
     def moved(self, mode: str) -> dict:

@@ -40,8 +40,6 @@ one clique; :mod:`test_operations_matrix` shows the moves with it. The
 day these tests succeed unexpectedly, that workaround can go.
 """
 
-import fixtures
-
 from tests.cloud import scheduling
 from tests.functional import test_operations_matrix as matrix
 
@@ -49,21 +47,14 @@ NOVA_BUG = ('Nova (ResourceTracker._move_claim) claims the first free '
             'GPUs on a move\'s destination, not those placement allocated')
 
 
-class NovaMoveClaimTest(scheduling.CliqueSchedulingBase):
+class NovaMoveClaimTest(matrix.Moves, scheduling.CliqueSchedulingBase):
     """Two corpus hosts, Nova's filters and a plain two-GPU flavor."""
 
     STEERING = False
 
-    allocated_gpus = matrix._OperationsMatrix.allocated_gpus
-    host_of = matrix._OperationsMatrix.host_of
-    api_microversion = matrix._OperationsMatrix.api_microversion
-
     def setUp(self):
         super().setUp()
-        self.useFixture(fixtures.MockPatch(
-            'nova.virt.libvirt.driver.LibvirtDriver'
-            '.migrate_disk_and_power_off',
-            matrix._OperationsMatrix.power_off_only))
+        self.skip_disk_copy()
         for host in matrix.HOSTS:
             self.start_host(host, 'PHB')
 

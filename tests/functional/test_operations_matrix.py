@@ -73,7 +73,56 @@ EVACUATE_MICROVERSION = '2.94'
 SETTLED = ('ACTIVE', 'ERROR')
 
 
-class _OperationsMatrix:
+class Moves:
+    """What tests of moves share; a mixin for Nova's functional tests."""
+
+    def skip_disk_copy(self) -> None:
+        """Cold migration and resize power the source off, copy nothing.
+
+        Nova's libvirt test double cannot copy disks.
+        """
+        self.useFixture(fixtures.MockPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver'
+            '.migrate_disk_and_power_off', self.power_off_only))
+
+    @staticmethod
+    def power_off_only(compute_driver, context, instance, dest, flavor,
+                       network_info, block_device_info=None, timeout=0,
+                       retry_interval=0) -> str:
+        """Nova's migrate_disk_and_power_off, less the disk copy."""
+        compute_driver.power_off(instance, timeout, retry_interval)
+        return '{}'
+
+    def host_of(self, server: dict) -> str:
+        return self._show_server(server)['OS-EXT-SRV-ATTR:host']
+
+    def allocated_gpus(self, server: dict, host: str) -> tuple[str, ...]:
+        """The GPUs placement holds for the server on ``host``.
+
+        Nova names a device's provider ``<host>_<PCI address>``.
+        """
+        allocations = self.placement.get(
+            '/allocations/%s' % server['id'],
+            version='1.28').body['allocations']
+        names = {provider['uuid']: provider['name'] for provider in
+                 self.placement.get('/resource_providers',
+                                    version='1.14').body[
+                     'resource_providers']}
+        prefix = host + '_'
+        return tuple(sorted(names[uuid][len(prefix):] for uuid in allocations
+                            if names[uuid].startswith(prefix)))
+
+    @contextlib.contextmanager
+    def api_microversion(self, version: str):
+        saved = self.api.microversion
+        self.api.microversion = version
+        try:
+            yield
+        finally:
+            self.api.microversion = saved
+
+
+class _OperationsMatrix(Moves):
     """Two computes of one shape; the test classes pick mode and backend.
 
     A mixin, so that only the test classes below it run its tests.
@@ -103,20 +152,10 @@ class _OperationsMatrix:
 
         self.useFixture(fixtures.MockPatchObject(
             fakelibvirt.Domain, 'createWithFlags', create))
-        self.useFixture(fixtures.MockPatch(
-            'nova.virt.libvirt.driver.LibvirtDriver'
-            '.migrate_disk_and_power_off', self.power_off_only))
+        self.skip_disk_copy()
         self.start_hosts()
         self.pair = self.flavor(2, self.MODE)
         self.four = self.flavor(4, self.MODE)
-
-    @staticmethod
-    def power_off_only(compute_driver, context, instance, dest, flavor,
-                       network_info, block_device_info=None, timeout=0,
-                       retry_interval=0) -> str:
-        """Nova's migrate_disk_and_power_off, less the disk copy."""
-        compute_driver.power_off(instance, timeout, retry_interval)
-        return '{}'
 
     def start_hosts(self) -> None:
         raise NotImplementedError
@@ -124,25 +163,6 @@ class _OperationsMatrix:
     def active(self, host: str) -> set[int]:
         """Partitions the host's Fabric Manager has active (none here)."""
         return set()
-
-    def host_of(self, server: dict) -> str:
-        return self._show_server(server)['OS-EXT-SRV-ATTR:host']
-
-    def allocated_gpus(self, server: dict, host: str) -> tuple[str, ...]:
-        """The GPUs placement holds for the server on ``host``.
-
-        Nova names a device's provider ``<host>_<PCI address>``.
-        """
-        allocations = self.placement.get(
-            '/allocations/%s' % server['id'],
-            version='1.28').body['allocations']
-        names = {provider['uuid']: provider['name'] for provider in
-                 self.placement.get('/resource_providers',
-                                    version='1.14').body[
-                     'resource_providers']}
-        prefix = host + '_'
-        return tuple(sorted(names[uuid][len(prefix):] for uuid in allocations
-                            if names[uuid].startswith(prefix)))
 
     def assert_one_group(self, server: dict, gpus: int) -> str:
         """The server's GPUs are one host clique, and one in the guest.
@@ -175,15 +195,6 @@ class _OperationsMatrix:
     def step(self) -> None:
         """Forget earlier domain starts and definitions."""
         self.at_start.clear()
-
-    @contextlib.contextmanager
-    def api_microversion(self, version: str):
-        saved = self.api.microversion
-        self.api.microversion = version
-        try:
-            yield
-        finally:
-            self.api.microversion = saved
 
     def held(self, server: dict) -> int | None:
         """The server's Fabric Manager partition (none here)."""
