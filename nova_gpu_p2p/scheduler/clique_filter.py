@@ -27,11 +27,16 @@ claims a host's first candidate, takes the tightest fit, and drops the
 host when nothing fits, and any host whose compute does not run the GPU
 P2P driver now, whatever traits its provider kept
 (:mod:`nova_gpu_p2p.driver_stat`). Requests without GPUs pass
-untouched.
+untouched. On a move whose destination claim ignores placement (cold
+migration, resize, evacuation, an unshelve after one of them) it keeps
+only the candidate taking the GPUs Nova will claim, and refuses the host
+for ``required`` where those are not one clique
+(:mod:`nova_gpu_p2p.scheduler.move_claims`).
 """
 
 from nova import conf as nova_conf
 from nova.scheduler import filters
+from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
 from nova_gpu_p2p import conf
@@ -53,7 +58,22 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
         super().__init__()
         host_view.check_nova()
 
+    def filter_all(self, filter_obj_list, spec_obj):
+        """Nova's, with what the request is read once for all hosts."""
+        if scheduler_utils.request_is_rebuild(spec_obj):
+            # As Nova's _filter_one does without RUN_ON_REBUILD.
+            yield from filter_obj_list
+            return
+        request = host_view.Request(spec_obj)
+        for host_state in filter_obj_list:
+            if self._passes(host_state, spec_obj, request):
+                yield host_state
+
     def host_passes(self, host_state, spec_obj) -> bool:
+        return self._passes(host_state, spec_obj, host_view.Request(spec_obj))
+
+    def _passes(self, host_state, spec_obj, request: host_view.Request
+                ) -> bool:
         required = host_view.wants_one_clique(spec_obj)
         if required and not driver_stat.running(
                 getattr(host_state, 'stats', None)):
@@ -66,10 +86,17 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
         if required and not host_view.can_steer(type(self).__name__):
             return True
         try:
+            groups = host_view.request_groups(spec_obj)
+            moved = None
+            if request.claims_ignore_placement:
+                moved = host_view.for_move(host_state, spec_obj, required,
+                                           groups)
+            if moved is not None:
+                host_state.allocation_candidates = moved
+                return bool(moved)
             kept, judged = host_view.pruned(
                 host_state, required, CONF.gpu_p2p.candidates_per_host,
-                host_view.request_groups(spec_obj),
-                host_view.guest_cells(spec_obj))
+                groups, host_view.guest_cells(spec_obj))
         except Exception:
             # Never fail scheduling because of us: the compute's own check
             # still refuses GPUs that are not one clique.

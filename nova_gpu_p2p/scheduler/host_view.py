@@ -18,19 +18,26 @@ Everything comes from the compute host's own report: its PCI pools (one
 per GPU provider when PCI devices are in placement, each with the GPU's
 ``gpu_p2p_clique`` and, on a Fabric Manager host, ``gpu_p2p_partitions``
 device_spec tags and its provider UUID) and placement's allocation
-candidates. Nothing here holds a second copy of any topology.
+candidates; for a request whose claim may ignore placement, also the
+instance's task state and PCI request IDs, read once per request.
+Nothing here holds a second copy of any topology.
 """
 
 from collections.abc import Mapping
 from collections.abc import Sequence
+import copy
 import functools
 import inspect
 from typing import Any
 
 from nova import conf as nova_conf
+from nova import context as nova_context
+from nova import exception as nova_exception
+from nova import objects
 from nova.pci import stats as pci_stats
 from nova.scheduler import host_manager
 from nova.scheduler import utils as scheduler_utils
+from nova.virt import hardware
 from oslo_log import log as logging
 
 from nova_gpu_p2p import device_spec_tags
@@ -39,6 +46,7 @@ from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.scheduler import candidate_exchange
 from nova_gpu_p2p.scheduler import candidates as candidates_mod
 from nova_gpu_p2p.scheduler import clique_fit
+from nova_gpu_p2p.scheduler import move_claims
 from nova_gpu_p2p.scheduler import partition_fit
 from nova_gpu_p2p.topology import model
 
@@ -51,9 +59,10 @@ _legacy_warned = False
 def check_nova() -> None:
     """Refuse to load unless Nova's scheduler has what we read.
 
-    The allocation candidates on a HostState, the pools of its PCI stats
-    and the aggregate multiplier lookup are Nova internals; called when
-    nova-scheduler builds the filter or weigher, at its start.
+    The allocation candidates on a HostState, the pools of its PCI stats,
+    the aggregate multiplier lookup and the NUMA fit and PCI pool code
+    that predicts a move's claim (:func:`move_claim`) are Nova internals;
+    called when nova-scheduler builds the filter or weigher, at its start.
     """
     problems = []
     state = host_manager.HostState('host', 'node', None)
@@ -67,6 +76,16 @@ def check_nova() -> None:
     if params != ('host_state', 'multiplier_name', 'multiplier_config'):
         problems.append('get_weight_multiplier takes (%s)'
                         % ', '.join(params))
+    for name, function, needed in (
+            ('numa_fit_instance_to_host', hardware.numa_fit_instance_to_host,
+             {'provider_mapping', 'limits', 'pci_requests', 'pci_stats'}),
+            ('PciDeviceStats.apply_requests',
+             pci_stats.PciDeviceStats.apply_requests,
+             {'requests', 'provider_mapping', 'numa_cells'})):
+        missing = needed - set(inspect.signature(function).parameters)
+        if missing:
+            problems.append('%s takes no %s' % (name,
+                                                ', '.join(sorted(missing))))
     if problems:
         raise exception.IncompatibleNova(
             'nova-gpu-p2p\'s scheduler filter and weigher do not support '
@@ -168,10 +187,16 @@ def fits(host_state, candidates: Sequence[Mapping[str, Any]] | None = None
     taken = [gpu_providers(c, host_gpus) for c in candidates]
     if not any(taken):
         return [], False
+    return _best_first(host_state, taken), True
+
+
+def _best_first(host_state, taken: Sequence[Sequence[str]]
+                ) -> list[clique_fit.Fit] | list[partition_fit.Fit]:
+    """The fitting GPU provider lists, best first, by the host's rule."""
     partitioned = partition_gpus(host_state)
     if partitioned:
-        return partition_fit.best_first(taken, partitioned), True
-    return clique_fit.best_first(taken, host_gpus), True
+        return partition_fit.best_first(taken, partitioned)
+    return clique_fit.best_first(taken, gpus(host_state))
 
 
 def _nvidia_requests(spec_obj) -> set[str]:
@@ -233,6 +258,15 @@ def _rooms(host_state) -> dict[int, candidates_mod.NodeSize] | None:
             for cell in topology.cells}
 
 
+def _exchange_pools(host_state) -> dict[str, candidate_exchange.Pool]:
+    """The host's GPU pools as the exchange reads them, by provider."""
+    partitioned = partition_gpus(host_state)
+    return {provider: candidate_exchange.Pool.from_nova(
+        pool, device_spec_tags.tag_clique(pool),
+        partitioned[provider].partitions if partitioned else ())
+        for provider, pool in _gpu_pools(host_state).items()}
+
+
 def _exchanged(host_state, found: Sequence[Mapping[str, Any]],
                groups: Mapping[str, candidate_exchange.Group],
                required: bool) -> Mapping[str, Any] | None:
@@ -241,10 +275,7 @@ def _exchanged(host_state, found: Sequence[Mapping[str, Any]],
     :mod:`nova_gpu_p2p.scheduler.candidate_exchange`'s rule.
     """
     partitioned = partition_gpus(host_state)
-    pools = {provider: candidate_exchange.Pool.from_nova(
-        pool, device_spec_tags.tag_clique(pool),
-        partitioned[provider].partitions if partitioned else ())
-        for provider, pool in _gpu_pools(host_state).items()}
+    pools = _exchange_pools(host_state)
     counts = {len(gpu_providers(c, pools, groups)) for c in found} - {0}
     if len(counts) != 1:
         return None
@@ -337,3 +368,146 @@ def _fits_better(host_state, built: Mapping[str, Any],
     ranked, _ = fits(host_state, [first, built])
     return bool(ranked) and ranked[0].index == 1 and (
         len(ranked) == 1 or ranked[0].cost < ranked[1].cost)
+
+
+def claims_ignore_placement(spec_obj) -> bool:
+    """Whether Nova claims this request's GPUs without placement's choice.
+
+    :func:`move_claims.ignores_placement` over the instance's task state
+    and PCI request IDs: one read of the instance, in its cell, per
+    request (:class:`Request`). The request spec says nothing of the
+    operation (a resize is not marked at all), and the task state is set
+    by Nova's API before the conductor asks the scheduler. Where the
+    instance cannot be read (a build: it is in no cell yet) the claim
+    follows placement, as a build's does: treating a build as a move
+    would refuse hosts a build may use.
+    """
+    if not _nvidia_requests(spec_obj):
+        return False
+    instance = _instance(spec_obj)
+    if instance is None:
+        return False
+    requests = _set(instance, 'pci_requests')
+    return move_claims.ignores_placement(
+        _set(instance, 'task_state'),
+        None if requests is None else [
+            request.request_id for request in requests.requests
+            if request.source == objects.InstancePCIRequest.FLAVOR_ALIAS],
+        [request.request_id for request in spec_obj.pci_requests.requests])
+
+
+def _instance(spec_obj):
+    """The request's instance with its PCI requests; None if not found."""
+    context = getattr(spec_obj, '_context', None)
+    uuid = _set(spec_obj, 'instance_uuid')
+    if context is None or not uuid:
+        return None
+    try:
+        mapping = objects.InstanceMapping.get_by_instance_uuid(context, uuid)
+        cell = _set(mapping, 'cell_mapping')
+        if cell is None:
+            return None
+        with nova_context.target_cell(context, cell) as cell_context:
+            return objects.Instance.get_by_uuid(
+                cell_context, uuid, expected_attrs=['pci_requests'])
+    except (nova_exception.InstanceMappingNotFound,
+            nova_exception.InstanceNotFound):
+        return None
+    except Exception:
+        # Never fail scheduling because of us: judged as a build.
+        LOG.exception('GPU P2P: could not read instance %s; judging its '
+                      'request as a build\'s', uuid)
+        return None
+
+
+class Request:
+    """What the filter learns of a request once per pass over the hosts."""
+
+    def __init__(self, spec_obj) -> None:
+        self.spec_obj = spec_obj
+
+    @functools.cached_property
+    def claims_ignore_placement(self) -> bool:
+        return claims_ignore_placement(self.spec_obj)
+
+
+def move_claim(host_state, spec_obj) -> list[str] | None:
+    """The GPU providers Nova claims on this host ignoring placement.
+
+    :mod:`move_claims` rule 2, by Nova's own code as the destination runs
+    it (``MoveClaim``, then ``PciDeviceStats.consume_requests``): the
+    request's PCI requests without providers fitted with the guest's
+    NUMA topology (``hardware.numa_fit_instance_to_host``, the limits
+    ``NUMATopologyFilter`` sets), then applied in the cells it gave to a
+    copy of the host's pools, which are the compute's own, in its order.
+    None where that claim fails.
+    """
+    stats = copy.deepcopy(host_state.pci_stats)
+    before = {provider: int(pool.get('count', 0))
+              for provider, pool in _gpu_pools(host_state).items()}
+    requests = []
+    for request in spec_obj.pci_requests.requests:
+        request = request.obj_clone()
+        request.spec = [{key: value for key, value in spec.items()
+                         if key != 'rp_uuids'} for spec in request.spec]
+        requests.append(request)
+    topology = _set(spec_obj, 'numa_topology')
+    host_topology = getattr(host_state, 'numa_topology', None)
+    cells = None
+    if topology is not None and host_topology:
+        limits = objects.NUMATopologyLimits(
+            cpu_allocation_ratio=host_state.cpu_allocation_ratio,
+            ram_allocation_ratio=host_state.ram_allocation_ratio)
+        if _set(spec_obj, 'network_metadata') is not None:
+            limits.network_metadata = spec_obj.network_metadata
+        fitted = hardware.numa_fit_instance_to_host(
+            host_topology, topology.obj_clone(), provider_mapping=None,
+            limits=limits, pci_requests=requests, pci_stats=stats)
+        if fitted is None:
+            return None
+        cells = fitted.cells
+    try:
+        stats.apply_requests(requests, None, cells)
+    except nova_exception.PciDeviceRequestFailed:
+        return None
+    after = {pool['rp_uuid']: int(pool['count']) for pool in stats.pools
+             if pool.get('rp_uuid') in before}
+    return move_claims.claimed(before, after)
+
+
+def for_move(host_state, spec_obj, required: bool,
+             groups: Mapping[str, candidate_exchange.Group]
+             ) -> list[Mapping[str, Any]] | None:
+    """The candidates to keep where Nova's claim ignores placement.
+
+    :mod:`move_claims` rule 3: those taking exactly what Nova will claim
+    (:func:`move_claim`), or one built on it; empty where the host is
+    refused (the debug log says why); None where the host is left to
+    :func:`pruned`, as for other requests.
+    """
+    every = host_state.allocation_candidates or []
+    unique = [every[index] for index in candidates_mod.distinct(every)]
+    pools = _gpu_pools(host_state)
+    taken = [gpu_providers(candidate, pools, groups) for candidate in unique]
+    if not pools or not any(taken):
+        return None
+    claim = move_claim(host_state, spec_obj)
+    keep = move_claims.matching(taken, claim) if claim else ()
+    built = None
+    if claim and not keep:
+        exchange_pools = _exchange_pools(host_state)
+        built = next((found for found in (
+            candidate_exchange.exchange(candidate, exchange_pools, groups,
+                                        claim)
+            for candidate in unique) if found is not None), None)
+    verdict = move_claims.judge(
+        claim, bool(claim) and bool(_best_first(host_state, [claim])),
+        required, keep, built is not None)
+    if verdict.refusal:
+        LOG.debug('GPU P2P: %s refused: %s', host_state, verdict.refusal)
+        return []
+    if verdict.as_before:
+        return None
+    if verdict.use_built:
+        return [built]
+    return [unique[index] for index in verdict.keep]

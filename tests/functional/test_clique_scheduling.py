@@ -35,10 +35,13 @@ small requests (placement's candidate count grows with the permutations
 of the free GPUs: 1680 for 4 of 8).
 """
 
+from nova.tests.functional.api import client
+
 from lab import placement_scale
 from lab import scheduling_sim
 from tests.cloud import scheduling
 from tests.functional import test_guest_config as layout
+from tests.functional import test_operations_matrix as matrix
 
 NODE0, NODE1 = layout.NODE0_GPUS, layout.NODE1_GPUS
 PAIRS = layout.PAIRS
@@ -79,6 +82,50 @@ class PairsTest(_PairsHost, scheduling.CliqueSchedulingBase):
         server = self.boot_settled(self.pair)
         self.assertEqual(PAIRS[1], self.gpus(server))
         self.assert_not_rescheduled()
+
+
+class PairsMoveTest(matrix.Moves, _PairsHost,
+                    scheduling.CliqueSchedulingBase):
+    """A pair cold-migrated to the pairs host, from a second one.
+
+    Nova's move claim ignores placement (test_nova_move_claims): there it
+    takes the first free GPUs of socket 0, a GPU of each pair, whatever
+    placement allocated; the filter allocates what Nova claims, and a
+    ``required`` pair is refused there.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.skip_disk_copy()
+        self.start_host('host2', 'PXB')
+
+    def moved(self, mode: str) -> dict:
+        server = self.boot_settled(self.flavor(2, mode), host='host2')
+        self.before = self.gpus(server)
+        self.assertEqual(self.allocated_gpus(server, 'host2'), self.before)
+        return server
+
+    def test_required_pair_not_moved_across_pairs(self):
+        server = self.moved('required')
+        error = self.assertRaises(
+            client.OpenStackApiException, self.api.post_server_action,
+            server['id'], {'migrate': None})
+        self.assertIn('NoValidHost', str(error))
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual('host2', self.host_of(server))
+        self.assertEqual(self.before, self.gpus(server))
+        self.assertEqual(self.before, self.allocated_gpus(server, 'host2'))
+        self.assertEqual((), self.allocated_gpus(server, 'host1'))
+
+    def test_auto_pair_allocated_what_nova_claims(self):
+        server = self._migrate_server(self.moved('auto'))
+        self.assertEqual('host1', self.host_of(server))
+        self.assertEqual((NODE0[1], NODE0[2]), self.gpus(server))
+        self.assertEqual(self.gpus(server),
+                         self.allocated_gpus(server, 'host1'))
+        server = self._confirm_resize(server)
+        self.assertEqual(self.gpus(server),
+                         self.allocated_gpus(server, 'host1'))
 
 
 class LegacyModeTest(_PairsHost, scheduling.CliqueSchedulingBase):

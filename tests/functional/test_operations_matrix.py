@@ -30,6 +30,17 @@ refused it (no reschedule).
 Cold migration and resize power the source's domain off as Nova does
 (the Fabric Manager partition is released then), without the disk copy
 Nova's libvirt test double cannot do.
+
+On a cold migration, a resize, an evacuation and an unshelve after one of
+them, Nova claims the destination's first free GPUs whatever placement
+allocated (test_nova_move_claims); our filter has placement allocate
+exactly those, and refuses a host for ``required`` where they are not
+one clique (partition) (:mod:`nova_gpu_p2p.scheduler.move_claims`). On an
+empty HGX board the first free pair is modules 2 and 3, no partition
+(:class:`FabricManagerRequiredTest` shows the refusal,
+:class:`FabricManagerAutoTest` the ``auto`` move there): on Fabric
+Manager hosts the chains move a pair to a destination where Nova's first
+free pair is a partition (:attr:`_OperationsMatrix.BUSY_DESTINATION`).
 """
 
 import contextlib
@@ -38,6 +49,7 @@ import json
 import fixtures
 from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests.functional.api import client
 
 from lab import placement_scale
 from nova_gpu_p2p.fabric import partitions
@@ -45,6 +57,7 @@ from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p import traits
 from tests.cloud import fake_fabric
 from tests.cloud import scheduling
+from tests.fixtures import hosts
 from tests.fixtures import waits
 from tests.functional import test_guest_config as layout
 
@@ -56,66 +69,21 @@ OUR_DRIVER = 'gpu_p2p.GPUP2PLibvirtDriver'
 #: it then fails with PCI in placement (SPEC): the last microversion that
 #: keeps it running.
 EVACUATE_MICROVERSION = '2.94'
-#: Nova's, not ours (test_nova_move_claims shows it with Nova's filters
-#: and a plain flavor, on Nova 33 and 34): ``ResourceTracker._move_claim``
-#: (resize, cold migration, evacuation) builds the destination's PCI
-#: requests again from the flavor, without placement's providers, so the
-#: destination claims its first free GPUs in address order instead of
-#: those the scheduler allocated, and its next update adds them to the
-#: server's allocation, which keeps the scheduler's set too. Resizes up
-#: to an empty host claim the lowest addresses too, which is where the
-#: best fit is there.
-MOVE_CLAIM_DEFECT = (
-    'Nova\'s PCI claim on a move\'s destination (cold migration, '
-    'evacuation, resize down) ignores the GPUs placement allocated')
 #: What the ``--min N`` batch test waits for: an instance's last state.
 SETTLED = ('ACTIVE', 'ERROR')
 
 
-class _OperationsMatrix:
-    """Two computes of one shape; the test classes pick mode and backend.
+class Moves:
+    """What tests of moves share; a mixin for Nova's functional tests."""
 
-    A mixin, so that only the test classes below it run its tests.
-    """
+    def skip_disk_copy(self) -> None:
+        """Cold migration and resize power the source off, copy nothing.
 
-    OURS_FIRST = True
-    ADDRESS_ORDER = False
-    #: ``hw:gpu_p2p_clique`` of every flavor here.
-    MODE = 'required'
-    #: Whether Nova's claim on a move's destination takes the GPUs
-    #: placement allocated (see :data:`MOVE_CLAIM_DEFECT`; nothing our
-    #: driver or filter can change: Nova's resource tracker claims before
-    #: any driver call on the destination). Until then those tests are
-    #: expected failures where it matters (:attr:`LOWEST_FIT`); set it
-    #: when test_nova_move_claims succeeds unexpectedly.
-    MOVE_CLAIMS_FOLLOW_PLACEMENT = False
-    #: Whether the lowest-address free GPUs of an empty host, which Nova
-    #: claims on those moves, are one clique (one partition) anyway.
-    LOWEST_FIT = False
-    #: Whether :meth:`assert_one_group` compares the GPUs with placement's.
-    check_allocations = True
-
-    def setUp(self):
-        super().setUp()
-        self.cap_placement(placement_scale.PER_HOST * len(HOSTS))
-        #: (server UUID, host) -> Fabric Manager partitions active as its
-        #: domain started there (empty without Fabric Manager).
-        self.at_start: dict[tuple[str, str], set[int]] = {}
-        original = fakelibvirt.Domain.createWithFlags
-
-        def create(domain, flags):
-            host = domain._connection.hostname
-            self.at_start[(domain.UUIDString(), host)] = self.active(host)
-            return original(domain, flags)
-
-        self.useFixture(fixtures.MockPatchObject(
-            fakelibvirt.Domain, 'createWithFlags', create))
+        Nova's libvirt test double cannot copy disks.
+        """
         self.useFixture(fixtures.MockPatch(
             'nova.virt.libvirt.driver.LibvirtDriver'
             '.migrate_disk_and_power_off', self.power_off_only))
-        self.start_hosts()
-        self.pair = self.flavor(2, self.MODE)
-        self.four = self.flavor(4, self.MODE)
 
     @staticmethod
     def power_off_only(compute_driver, context, instance, dest, flavor,
@@ -124,13 +92,6 @@ class _OperationsMatrix:
         """Nova's migrate_disk_and_power_off, less the disk copy."""
         compute_driver.power_off(instance, timeout, retry_interval)
         return '{}'
-
-    def start_hosts(self) -> None:
-        raise NotImplementedError
-
-    def active(self, host: str) -> set[int]:
-        """Partitions the host's Fabric Manager has active (none here)."""
-        return set()
 
     def host_of(self, server: dict) -> str:
         return self._show_server(server)['OS-EXT-SRV-ATTR:host']
@@ -151,17 +112,70 @@ class _OperationsMatrix:
         return tuple(sorted(names[uuid][len(prefix):] for uuid in allocations
                             if names[uuid].startswith(prefix)))
 
+    @contextlib.contextmanager
+    def api_microversion(self, version: str):
+        saved = self.api.microversion
+        self.api.microversion = version
+        try:
+            yield
+        finally:
+            self.api.microversion = saved
+
+
+class _OperationsMatrix(Moves):
+    """Two computes of one shape; the test classes pick mode and backend.
+
+    A mixin, so that only the test classes below it run its tests.
+    """
+
+    OURS_FIRST = True
+    ADDRESS_ORDER = False
+    #: ``hw:gpu_p2p_clique`` of every flavor here.
+    MODE = 'required'
+    #: Whether a move goes to a destination half busy
+    #: (:meth:`prepare_destination`), where the first free pair, which
+    #: Nova claims, is the partition beside another server's pair.
+    BUSY_DESTINATION = False
+
+    def setUp(self):
+        super().setUp()
+        self.cap_placement(placement_scale.PER_HOST * len(HOSTS))
+        #: (server UUID, host) -> Fabric Manager partitions active as its
+        #: domain started there (empty without Fabric Manager).
+        self.at_start: dict[tuple[str, str], set[int]] = {}
+        original = fakelibvirt.Domain.createWithFlags
+
+        def create(domain, flags):
+            host = domain._connection.hostname
+            self.at_start[(domain.UUIDString(), host)] = self.active(host)
+            return original(domain, flags)
+
+        self.useFixture(fixtures.MockPatchObject(
+            fakelibvirt.Domain, 'createWithFlags', create))
+        self.skip_disk_copy()
+        self.start_hosts()
+        self.pair = self.flavor(2, self.MODE)
+        self.four = self.flavor(4, self.MODE)
+
+    def start_hosts(self) -> None:
+        raise NotImplementedError
+
+    def active(self, host: str) -> set[int]:
+        """Partitions the host's Fabric Manager has active (none here)."""
+        return set()
+
     def assert_one_group(self, server: dict, gpus: int) -> str:
         """The server's GPUs are one host clique, and one in the guest.
 
         They are the GPUs placement allocated to it, which the scheduler
-        chose.
+        chose: on a move too, where Nova's claim ignores placement
+        (test_nova_move_claims) and our filter has placement allocate
+        what Nova claims.
         """
         host = self.host_of(server)
         claimed = self.gpus(server)
         self.assertEqual(gpus, len(claimed), claimed)
-        if self.check_allocations:
-            self.assertEqual(self.allocated_gpus(server, host), claimed)
+        self.assertEqual(self.allocated_gpus(server, host), claimed)
         ids = discovery.evaluate(self.topologies[host], CONF).cliques.ids
         self.assertEqual(1, len({ids[gpu] for gpu in claimed}), ids)
         self.assertIsNotNone(ids[claimed[0]])
@@ -181,15 +195,6 @@ class _OperationsMatrix:
     def step(self) -> None:
         """Forget earlier domain starts and definitions."""
         self.at_start.clear()
-
-    @contextlib.contextmanager
-    def api_microversion(self, version: str):
-        saved = self.api.microversion
-        self.api.microversion = version
-        try:
-            yield
-        finally:
-            self.api.microversion = saved
 
     def held(self, server: dict) -> int | None:
         """The server's Fabric Manager partition (none here)."""
@@ -278,49 +283,71 @@ class _OperationsMatrix:
         self.move(server, self.four, 4, 'confirm')
         self.assert_not_rescheduled()
 
+    def other_host(self, server: dict) -> str:
+        (other,) = set(HOSTS) - {self.host_of(server)}
+        return other
+
+    def prepare_destination(self, server: dict) -> None:
+        """With :attr:`BUSY_DESTINATION`, the other host half busy.
+
+        A server without GPUs on all CPUs of one socket, a ``required``
+        pair on the other's GPUs: a guest fits only that socket, whose
+        first free pair is the partition beside the pair.
+        """
+        if not self.BUSY_DESTINATION:
+            return
+        host = self.other_host(server)
+        self.boot_settled(self.gpu_flavor(0, vcpus=scheduling.SOCKET_CPUS),
+                          host=host)
+        neighbour = self.boot_settled(self.pair, host=host)
+        self.assert_one_group(neighbour, 2)
+
     def test_resize_down(self):
         """4 to 2 GPUs, reverted, then confirmed."""
-        def chain():
-            server = self.boot_settled(self.four)
-            self.assert_one_group(server, 4)
-            server = self.move(server, self.pair, 2, 'revert')
-            self.move(server, self.pair, 2, 'confirm')
-            self.assert_not_rescheduled()
-
-        self.until_move_claims_fixed(chain)
-
-    def until_move_claims_fixed(self, chain) -> None:
-        """``chain()``, known to fail until Nova claims what it allocated.
-
-        See :attr:`MOVE_CLAIMS_FOLLOW_PLACEMENT`; on a host where the GPUs
-        Nova takes are one clique all the same (:attr:`LOWEST_FIT`), the
-        chain runs without comparing them with placement's.
-        """
-        if self.MOVE_CLAIMS_FOLLOW_PLACEMENT:
-            chain()
-        elif self.LOWEST_FIT:
-            self.check_allocations = False
-            chain()
-        else:
-            self.expectFailure(MOVE_CLAIM_DEFECT, chain)
+        server = self.boot_settled(self.four)
+        self.assert_one_group(server, 4)
+        self.prepare_destination(server)
+        server = self.move(server, self.pair, 2, 'revert')
+        self.move(server, self.pair, 2, 'confirm')
+        self.assert_not_rescheduled()
 
     def test_cold_migration(self):
         """Migrated and reverted, then migrated and confirmed."""
-        def chain():
-            server = self.boot_settled(self.pair)
-            self.assert_one_group(server, 2)
-            server = self.move(server, None, 2, 'revert')
-            self.move(server, None, 2, 'confirm')
-            self.assert_not_rescheduled()
+        server = self.boot_settled(self.pair)
+        self.assert_one_group(server, 2)
+        self.prepare_destination(server)
+        server = self.move(server, None, 2, 'revert')
+        self.move(server, None, 2, 'confirm')
+        self.assert_not_rescheduled()
 
-        self.until_move_claims_fixed(chain)
+    def test_unshelve_after_cold_migration(self):
+        """Nova's claim ignores placement on this unshelve too.
+
+        The move gave the server PCI request IDs its request spec does not
+        know (test_nova_move_claims).
+        """
+        server = self.boot_settled(self.pair)
+        self.assert_one_group(server, 2)
+        self.prepare_destination(server)
+        server = self.move(server, None, 2, 'confirm')
+        # Either host may take it back: the source half busy too.
+        self.prepare_destination(server)
+        self._shelve_server(server)
+        # Nova frees the moved server's PCI devices on its host only in
+        # the resource tracker's periodic update (until then the
+        # unshelved domain gets them too): Nova's, not ours.
+        self._run_periodics()
+        self.step()
+        server = self._unshelve_server(server)
+        self.settle(server)
+        host = self.assert_started(server, 2)
+        self.assert_kept(host, server)
+        self.assert_not_rescheduled()
 
     def test_evacuation(self):
-        self.until_move_claims_fixed(self.evacuate)
-
-    def evacuate(self) -> None:
         server = self.boot_settled(self.pair)
         source = self.assert_one_group(server, 2)
+        self.prepare_destination(server)
         held = self.held(server)
         (dest,) = set(HOSTS) - {source}
         self.computes[source].stop()
@@ -425,8 +452,6 @@ class _SysfsMatrix(_OperationsMatrix):
     """The corpus host at PHB: two cliques of four GPUs, one a socket."""
 
     LEVEL = 'PHB'
-    #: 0000:03:00.0 and 0000:04:00.0 share socket 0's clique.
-    LOWEST_FIT = True
 
     def start_hosts(self) -> None:
         for host in HOSTS:
@@ -437,6 +462,9 @@ class _FabricManagerMatrix(_OperationsMatrix):
     """The HGX board: each compute with its own Fabric Manager."""
 
     PARTITIONED = True
+    #: Modules 2 and 3 (0000:03:00.0, 0000:04:00.0), no partition, are
+    #: an empty board's first free pair.
+    BUSY_DESTINATION = True
 
     def start_hosts(self) -> None:
         self.fms = fake_fabric.fabric_managers(self, HOSTS)
@@ -492,6 +520,51 @@ class SysfsAutoTest(_SysfsMatrix, _MatrixTestBase):
 class FabricManagerRequiredTest(_FabricManagerMatrix, _MatrixTestBase):
     MODE = 'required'
 
+    def test_move_refused_where_nova_claims_no_partition(self):
+        """An empty board's first free pair is no partition: no move.
+
+        Nova would claim modules 2 and 3 there whatever placement
+        allocated; the server stays running where it is, on its GPUs.
+        """
+        server = self.boot_settled(self.pair)
+        source = self.assert_one_group(server, 2)
+        before = (self.gpus(server), self.allocated_gpus(server, source))
+        self.step()
+        error = self.assertRaises(
+            client.OpenStackApiException, self.api.post_server_action,
+            server['id'], {'migrate': None})
+        self.assertIn('NoValidHost', str(error))
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual(source, self.host_of(server))
+        self.assertEqual(before, (self.gpus(server),
+                                  self.allocated_gpus(server, source)))
+        self.assertEqual({}, self.at_start)
+        self.assert_kept(source, server)
+        self.assertEqual(
+            (), self.allocated_gpus(server, self.other_host(server)))
+
 
 class FabricManagerAutoTest(_FabricManagerMatrix, _MatrixTestBase):
     MODE = 'auto'
+
+    def test_move_where_nova_claims_no_partition(self):
+        """Placement holds what Nova claims: an empty board's first pair.
+
+        Modules 2 and 3, no partition: each GPU gets a partition of its
+        own, as ``auto`` allows, and no other GPU is held.
+        """
+        server = self.boot_settled(self.pair)
+        source = self.assert_one_group(server, 2)
+        server = self._migrate_server(server)
+        dest = self.host_of(server)
+        self.assertNotEqual(source, dest)
+        first = (hosts.HGX_MODULES[2], hosts.HGX_MODULES[3])
+        self.assertEqual(first, self.gpus(server))
+        self.assertEqual(first, self.allocated_gpus(server, dest))
+        self.assertIsNone(partitions.exact(scheduling.PARTITIONS, first))
+        self.assertIn('are not one Fabric Manager partition',
+                      self.stdlog.logger.output)
+        server = self._confirm_resize(server)
+        self.settle(server)
+        self.assertEqual(first, self.gpus(server))
+        self.assertEqual(first, self.allocated_gpus(server, dest))

@@ -499,6 +499,146 @@ class TestFilter(_Base):
         self.assertEqual([fits], list(passed))
 
 
+class TestMoveFilter(_Base):
+    """Moves whose claim ignores placement (move_claims), Nova's PCI code."""
+
+    request = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
+
+    def setUp(self):
+        super().setUp()
+        self.filter = scheduler.GPUP2PCliqueFilter()
+        self.conf.config(candidates_per_host=0, group='gpu_p2p')
+        self.instance = objects.Instance(
+            task_state='resize_prep',
+            pci_requests=objects.InstancePCIRequests(requests=[
+                objects.InstancePCIRequest(request_id=self.request,
+                                           alias_name='gpu')]))
+        self.read = self.useFixture(fixtures.MockPatchObject(
+            host_view, '_instance', return_value=self.instance)).mock
+
+    def spec(self, clique='required'):
+        return _spec_with_groups(self.request, 2, clique)
+
+    def candidate(self, *gpus):
+        return _pci_candidate(self.request, *gpus)
+
+    def taken(self, host):
+        return [sorted(p for suffix, providers in c['mappings'].items()
+                       if suffix for p in providers)
+                for c in host.allocation_candidates]
+
+    def test_keeps_only_what_nova_claims(self):
+        # Nova claims the first free pools in order: g1 and g2.
+        candidates = [self.candidate(3, 4), self.candidate(2, 1)]
+        host = _host('h', _pools(0, 0, 0, 0, 0, used=(0,)), candidates)
+        self.assertTrue(self.filter.host_passes(host, self.spec()))
+        self.assertEqual([candidates[1]], host.allocation_candidates)
+
+    def test_builds_the_claim_where_placement_did_not_return_it(self):
+        host = _host('h', _pools(0, 0, 0, 0),
+                     [self.candidate(2, 3), self.candidate(1, 3)])
+        self.assertTrue(self.filter.host_passes(host, self.spec()))
+        self.assertEqual([['g0', 'g1']], self.taken(host))
+
+    def test_required_refused_where_the_claim_is_two_cliques(self):
+        # Clique 1 is free, but Nova claims g0 and g1.
+        host = _host('h', _pools(0, 1, 1), [self.candidate(1, 2)])
+        self.assertFalse(self.filter.host_passes(host, self.spec()))
+        self.assertEqual([], host.allocation_candidates)
+        self.assertIn('not one clique (partition): g0, g1', self.log.output)
+
+    def test_other_modes_take_the_claim_of_two_cliques(self):
+        host = _host('h', _pools(0, 1, 1), [self.candidate(1, 2)])
+        self.assertTrue(self.filter.host_passes(host, self.spec('auto')))
+        self.assertEqual([['g0', 'g1']], self.taken(host))
+
+    def test_partition_host_refused_where_the_claim_is_no_partition(self):
+        # g0 is used: Nova claims modules 2 and 3, in no pair.
+        host = _host('h', _board_pools(used=(0,)), [self.candidate(5, 7)])
+        self.assertFalse(self.filter.host_passes(host, self.spec()))
+        # g1 is used: modules 1 and 3 are a pair.
+        host = _host('h', _board_pools(used=(1,)), [self.candidate(5, 7)])
+        self.assertTrue(self.filter.host_passes(host, self.spec()))
+        self.assertEqual([['g0', 'g2']], self.taken(host))
+
+    def test_builds_follow_placement(self):
+        # Nova would claim g0 and g1, two cliques, on a move.
+        self.read.return_value = None
+        candidates = [self.candidate(2, 3), self.candidate(0, 1)]
+        host = _host('h', _pools(0, 1, 1, 1), candidates)
+        self.assertTrue(self.filter.host_passes(host, self.spec()))
+        self.assertEqual([candidates[0]], host.allocation_candidates)
+
+    def test_unshelve_follows_placement_unless_the_server_moved(self):
+        self.instance.task_state = 'unshelving'
+        candidates = [self.candidate(2, 3)]
+        host = _host('h', _pools(0, 0, 1, 1), candidates)
+        self.assertTrue(self.filter.host_passes(host, self.spec()))
+        self.assertEqual([candidates[0]], host.allocation_candidates)
+        self.instance.pci_requests.requests[0].request_id = (
+            '5f0c1e2d-3b4a-4c5d-8e6f-7a8b9c0d1e2f')
+        host = _host('h', _pools(0, 0, 1, 1), candidates)
+        self.assertTrue(self.filter.host_passes(host, self.spec()))
+        self.assertEqual([['g0', 'g1']], self.taken(host))
+
+    def test_instance_read_once_per_request(self):
+        hosts = [_host(name, _pools(0, 0, 1, 1), [self.candidate(2, 3)])
+                 for name in 'abc']
+        passed = list(self.filter.filter_all(hosts, self.spec()))
+        self.assertEqual(hosts, passed)
+        self.read.assert_called_once()
+        self.assertEqual([['g0', 'g1']], self.taken(hosts[2]))
+
+    def test_request_without_gpus_reads_nothing(self):
+        host = _host('h', _pools(0, 0), [{'mappings': {'': [ROOT]},
+                                          'allocations': {}}])
+        self.assertTrue(self.filter.host_passes(host, _spec()))
+        self.read.assert_not_called()
+
+    def test_not_run_on_rebuild(self):
+        spec = self.spec()
+        spec.scheduler_hints = {'_nova_check_type': ['rebuild']}
+        host = _host('h', _pools(0, 1), [self.candidate(0, 1)])
+        self.assertEqual([host], list(self.filter.filter_all([host], spec)))
+        self.read.assert_not_called()
+
+    def test_a_claim_that_fails_refuses_required(self):
+        # One GPU free for two.
+        host = _host('h', _pools(0, 0, used=(0,)), [self.candidate(0, 1)])
+        self.assertFalse(self.filter.host_passes(host, self.spec()))
+        self.assertIn('fails there', self.log.output)
+
+
+class TestInstanceRead(testtools.TestCase):
+    """Where the request's instance cannot be read, it is a build's."""
+
+    def test_no_context_or_instance(self):
+        self.assertIsNone(host_view._instance(_spec()))
+
+    def test_instance_not_in_a_cell(self):
+        spec = _spec()
+        spec.instance_uuid = '2e6b7d1e-5a3c-4f0e-9d8b-1c2a3b4c5d6e'
+        spec._context = mock_context = object()
+        mapping = objects.InstanceMapping(cell_mapping=None)
+        get = self.useFixture(fixtures.MockPatchObject(
+            objects.InstanceMapping, 'get_by_instance_uuid',
+            return_value=mapping)).mock
+        self.assertIsNone(host_view._instance(spec))
+        get.assert_called_once_with(mock_context, spec.instance_uuid)
+
+    def test_read_error_judged_as_a_build(self):
+        spec = _spec()
+        spec.instance_uuid = '2e6b7d1e-5a3c-4f0e-9d8b-1c2a3b4c5d6e'
+        spec._context = object()
+        self.useFixture(fixtures.MockPatchObject(
+            objects.InstanceMapping, 'get_by_instance_uuid',
+            side_effect=RuntimeError('database gone')))
+        log = self.useFixture(fixtures.FakeLogger(
+            name='nova_gpu_p2p.scheduler'))
+        self.assertIsNone(host_view._instance(spec))
+        self.assertIn('judging its request as a build', log.output)
+
+
 class TestWeigher(_Base):
 
     def weigh(self, hosts, spec=None):
@@ -612,3 +752,17 @@ class TestCheckNova(testtools.TestCase):
                                 host_view.check_nova)
         self.assertIn('get_weight_multiplier takes (host_state, name)',
                       str(exc))
+
+    def test_changed_move_claim_code_refused(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.hardware.numa_fit_instance_to_host',
+            lambda host_topology, instance_topology, limits=None: None))
+        self.useFixture(fixtures.MockPatchObject(
+            pci_stats.PciDeviceStats, 'apply_requests',
+            lambda stats, requests, numa_cells=None: None))
+        message = str(self.assertRaises(exception.IncompatibleNova,
+                                        host_view.check_nova))
+        self.assertIn('numa_fit_instance_to_host takes no pci_requests, '
+                      'pci_stats, provider_mapping', message)
+        self.assertIn('PciDeviceStats.apply_requests takes no '
+                      'provider_mapping', message)
