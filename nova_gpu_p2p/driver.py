@@ -28,8 +28,10 @@ from nova import conf as nova_conf
 from nova import exception as nova_exception
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_log import log as logging
+from oslo_serialization import jsonutils
 
 from nova_gpu_p2p import action_events
+from nova_gpu_p2p import claim_order
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import driver_stat
@@ -88,6 +90,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         self._host_gpus: host_gpus_mod.HostGPUs | None = None
         self._device_trait_problems: list[str] = []
         self._partitions_seen: tuple[partitions_mod.FabricPartition, ...] = ()
+        self._order_failed = False
         self._outages = outage.Outages()
         self._rediscovery = outage.Retry(self.REDISCOVERY_INTERVAL_S)
         self._fabric = lifecycle.Lifecycle(
@@ -173,13 +176,44 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         enough, and keeps discovery off the boot path. Partitions are
         reconciled first: a restarted Fabric Manager answers discovery
         only once told what runs. The resources carry the stat that tells
-        the scheduler this driver runs here (:mod:`driver_stat`).
+        the scheduler this driver runs here (:mod:`driver_stat`), and
+        its PCI devices in the order of :meth:`_claim_ordered`.
         """
         self._fabric_quietly(self._fabric.reconcile)
         self.refresh_host_gpus()
         resources = super().get_available_resource(nodename)
         resources['stats'] = driver_stat.reported(resources.get('stats'))
+        if 'pci_passthrough_devices' in resources:
+            resources['pci_passthrough_devices'] = self._claim_ordered(
+                resources['pci_passthrough_devices'])
         return resources
+
+    def _claim_ordered(self, devices: str) -> str:
+        """Nova's device list, GPUs grouped by partition or clique.
+
+        So that the first free GPUs Nova's move claim takes on a host
+        its tracker first saw with this order are one partition (clique)
+        (:mod:`claim_order`). Any trouble reports Nova's order, logged
+        once.
+        """
+        try:
+            host = self.host_gpus
+            if host.error:
+                return devices
+            groups = (tuple(p.gpus for p in host.topology.fabric_partitions)
+                      or host.cliques.groups)
+            found = jsonutils.loads(devices)
+            keys = claim_order.group_keys(groups)
+            result = claim_order.ordered(found, keys)
+            if result == found:
+                return devices
+            return jsonutils.dumps(result)
+        except Exception:
+            if not self._order_failed:
+                LOG.exception('GPU P2P: PCI devices reported in Nova\'s '
+                              'order, not grouped by partition or clique')
+            self._order_failed = True
+            return devices
 
     def init_host(self, host):
         """Nova's start-up, then Fabric Manager's partitions reconciled.

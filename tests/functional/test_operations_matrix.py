@@ -35,12 +35,16 @@ On a cold migration, a resize, an evacuation and an unshelve after one of
 them, Nova claims the destination's first free GPUs whatever placement
 allocated (test_nova_move_claims); our filter has placement allocate
 exactly those, and refuses a host for ``required`` where they are not
-one clique (partition) (:mod:`nova_gpu_p2p.scheduler.move_claims`). On an
-empty HGX board the first free pair is modules 2 and 3, no partition
-(:class:`FabricManagerRequiredTest` shows the refusal,
-:class:`FabricManagerAutoTest` the ``auto`` move there): on Fabric
-Manager hosts the chains move a pair to a destination where Nova's first
-free pair is a partition (:attr:`_OperationsMatrix.BUSY_DESTINATION`).
+one clique (partition) (:mod:`nova_gpu_p2p.scheduler.move_claims`). The
+driver reports each node's GPUs grouped by partition
+(:mod:`nova_gpu_p2p.claim_order`), so on an HGX board whose nova-compute
+met its GPUs that way Nova's first free pair is a partition
+(:class:`FabricManagerRequiredTest` moves there); once its nova-compute
+restarted it reads them in PCI address order, where the first free pair
+is modules 2 and 3, no partition (:class:`FabricManagerRequiredTest`
+shows the refusal, :class:`FabricManagerAutoTest` the ``auto`` move
+there). The chains on Fabric Manager hosts also move a pair to a
+destination half busy (:attr:`_OperationsMatrix.BUSY_DESTINATION`).
 """
 
 import contextlib
@@ -462,8 +466,7 @@ class _FabricManagerMatrix(_OperationsMatrix):
     """The HGX board: each compute with its own Fabric Manager."""
 
     PARTITIONED = True
-    #: Modules 2 and 3 (0000:03:00.0, 0000:04:00.0), no partition, are
-    #: an empty board's first free pair.
+    #: Moves to an empty board: the tests below.
     BUSY_DESTINATION = True
 
     def start_hosts(self) -> None:
@@ -520,14 +523,38 @@ class SysfsAutoTest(_SysfsMatrix, _MatrixTestBase):
 class FabricManagerRequiredTest(_FabricManagerMatrix, _MatrixTestBase):
     MODE = 'required'
 
-    def test_move_refused_where_nova_claims_no_partition(self):
-        """An empty board's first free pair is no partition: no move.
+    def test_cold_migration_to_an_empty_board(self):
+        """Nova's first free pair there is a partition: the driver's order.
 
-        Nova would claim modules 2 and 3 there whatever placement
-        allocated; the server stays running where it is, on its GPUs.
+        The destination's tracker met its GPUs in the order the driver
+        reports them (:mod:`nova_gpu_p2p.claim_order`), each node's pair
+        partitions adjacent; in PCI address order, Nova's own, the first
+        free pair is modules 2 and 3, no partition, and the move is
+        refused (:meth:`test_move_refused_where_nova_claims_no_partition`).
+        """
+        server = self.boot_settled(self.pair)
+        self.assert_one_group(server, 2)
+        server = self.move(server, None, 2, 'revert')
+        self.move(server, None, 2, 'confirm')
+        self.assert_not_rescheduled()
+
+    def test_resize_down_to_an_empty_board(self):
+        server = self.boot_settled(self.four)
+        self.assert_one_group(server, 4)
+        self.move(server, self.pair, 2, 'confirm')
+        self.assert_not_rescheduled()
+
+    def test_move_refused_where_nova_claims_no_partition(self):
+        """A restarted empty board's first free pair is no partition.
+
+        Its nova-compute read its free GPUs from its database in PCI
+        address order, whatever order the driver reports: Nova would claim
+        modules 2 and 3 there whatever placement allocated, so the move is
+        refused; the server stays running where it is, on its GPUs.
         """
         server = self.boot_settled(self.pair)
         source = self.assert_one_group(server, 2)
+        self.restart_compute_service(self.other_host(server))
         before = (self.gpus(server), self.allocated_gpus(server, source))
         self.step()
         error = self.assertRaises(
@@ -548,13 +575,15 @@ class FabricManagerAutoTest(_FabricManagerMatrix, _MatrixTestBase):
     MODE = 'auto'
 
     def test_move_where_nova_claims_no_partition(self):
-        """Placement holds what Nova claims: an empty board's first pair.
+        """Placement holds what Nova claims: a restarted board's first pair.
 
-        Modules 2 and 3, no partition: each GPU gets a partition of its
-        own, as ``auto`` allows, and no other GPU is held.
+        Modules 2 and 3 (PCI address order, which a restarted nova-compute
+        reads its free GPUs in), no partition: each GPU gets a partition
+        of its own, as ``auto`` allows, and no other GPU is held.
         """
         server = self.boot_settled(self.pair)
         source = self.assert_one_group(server, 2)
+        self.restart_compute_service(self.other_host(server))
         server = self._migrate_server(server)
         dest = self.host_of(server)
         self.assertNotEqual(source, dest)

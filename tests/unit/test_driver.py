@@ -1165,6 +1165,46 @@ class TestFabricManagerLifecycle(_FabricManagerBase):
         self.assertEqual('guest', self.create(1, 3, vm_state='active'))
 
 
+class TestClaimOrder(_FabricManagerBase):
+    """The PCI devices reported with each node's partitions adjacent."""
+
+    NIC = {'address': '0000:05:00.0', 'vendor_id': '15b3', 'numa_node': 0}
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MockPatchObject(
+            self.driver, 'refresh_host_gpus'))
+        self.nova_order = json.dumps(
+            [{'address': a, 'vendor_id': '10de', 'numa_node': int(a[5] > '7')}
+             for a in sorted(hosts.HGX_MODULES.values())] + [self.NIC])
+
+    def reported(self) -> str:
+        with mock.patch.object(
+                libvirt_driver.LibvirtDriver, 'get_available_resource',
+                return_value={'pci_passthrough_devices': self.nova_order}):
+            found = self.driver.get_available_resource('node')
+        return found['pci_passthrough_devices']
+
+    def test_gpus_by_partition_as_a_json_string(self):
+        found = json.loads(self.reported())
+        self.assertEqual(list(hgx(2, 4, 3, 1, 6, 8, 7, 5))
+                         + [self.NIC['address']],
+                         [device['address'] for device in found])
+
+    def test_unknown_topology_keeps_novas_order(self):
+        self.driver._host_gpus = dataclasses.replace(
+            self.driver._host_gpus, error='Fabric Manager is down')
+        self.assertEqual(self.nova_order, self.reported())
+
+    def test_any_error_keeps_novas_order_logged_once(self):
+        self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.claim_order.ordered',
+            side_effect=RuntimeError('broken')))
+        self.assertEqual(self.nova_order, self.reported())
+        self.assertEqual(self.nova_order, self.reported())
+        self.assertEqual(1, len(self.warnings('reported in Nova')))
+
+
 class TestFabricManagerOutage(_FabricManagerBase):
     """Issue 25: an outage reported once per server, and left promptly."""
 
