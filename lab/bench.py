@@ -119,9 +119,9 @@ class Sizes:
     select_shapes: tuple[str, ...] = ()
     #: GPU counts of its requests (empty: select_bench_cloud.REQUESTS).
     select_gpus: tuple[int, ...] = ()
-    #: Its placement cap per host and [gpu_p2p] candidates_per_host
-    #: (None: the default).
-    select_cap_per_host: int = 2
+    #: Its placement caps per host, each cloud's requests asked under
+    #: each; and [gpu_p2p] candidates_per_host (None: the default).
+    select_caps: tuple[float, ...] = (2,)
     select_keep: int | None = None
     #: select_destinations_batches' cloud sizes, shapes and servers per
     #: request (0: select_bench_cloud.BATCH, two per host at 10 hosts).
@@ -739,14 +739,13 @@ def select_destinations_at_cloud_size() -> dict:
     # Nova's functional test code, only where an in-process cloud runs.
     from lab import select_bench_cloud
     sizes = {'sizes': SIZES.select_gpus} if SIZES.select_gpus else {}
-    return {'cap_per_host': SIZES.select_cap_per_host,
-            'candidates_per_host': SIZES.select_keep, 'records': [
-                record for hosts in SIZES.select_hosts
-                for shape in SIZES.select_shapes or select_bench_cloud.SHAPES
-                for record in _with_load(cloud_runner.run(
-                    'select', cloud=SELECT_CLOUD, shape=shape, hosts=hosts,
-                    cap_per_host=SIZES.select_cap_per_host,
-                    candidates_per_host=SIZES.select_keep, **sizes))]}
+    return {'candidates_per_host': SIZES.select_keep, 'records': [
+        record for hosts in SIZES.select_hosts
+        for shape in SIZES.select_shapes or select_bench_cloud.SHAPES
+        for record in _with_load(cloud_runner.run(
+            'select', cloud=SELECT_CLOUD, shape=shape, hosts=hosts,
+            caps_per_host=SIZES.select_caps,
+            candidates_per_host=SIZES.select_keep, **sizes))]}
 
 
 def _with_load(records: list[dict]) -> list[dict]:
@@ -757,23 +756,24 @@ def _with_load(records: list[dict]) -> list[dict]:
 
 def print_select_destinations_at_cloud_size(result: dict) -> None:
     print('\nScheduling at cloud size: Nova\'s select_destinations per '
-          'request (lab/select_bench_cloud.py; placement\'s cap %d per '
-          'host, breadth-first; GPUP2PCliqueFilter first, '
+          'request (lab/select_bench_cloud.py; placement\'s cap per host '
+          'as given, breadth-first; GPUP2PCliqueFilter first, '
           'candidates_per_host %s; every other host running a required '
-          'pair)' % (result['cap_per_host'],
-                     'default' if result['candidates_per_host'] is None
+          'pair)' % ('default' if result['candidates_per_host'] is None
                      else result['candidates_per_host']))
-    print('  %-20s %5s %4s %-8s %8s %11s %8s %9s %6s %6s %6s %7s %6s '
+    print('  %-20s %5s %4s %4s %-8s %8s %11s %8s %9s %6s %6s %6s %7s %6s '
           '%10s %8s %6s %5s %4s' % (
-              'shape', 'hosts', 'GPUs', 'flavor', 'select s', 'placement s',
+              'shape', 'hosts', 'cap', 'GPUs', 'flavor', 'select s',
+              'placement s',
               'states s', 'filters s', 'ours s', 'NUMA s', 'PCI s',
               'weigh s', 'claim', 'candidates', 'fitting', 'kept', 'one',
               'best'))
     for row in result['records']:
         by_class = row['filter_seconds_by_class']
-        print('  %-20s %5d %4d %-8s %8.2f %11.2f %8.2f %9.2f %6.2f %6.2f '
-              '%6.2f %7.2f %6.2f %10d %8d %6d %5s %4s' % (
-                  row['shape'], row['hosts'], row['gpus'],
+        print('  %-20s %5d %4g %4d %-8s %8.2f %11.2f %8.2f %9.2f %6.2f '
+              '%6.2f %6.2f %7.2f %6.2f %10d %8d %6d %5s %4s' % (
+                  row['shape'], row['hosts'], row['cap_per_host'],
+                  row['gpus'],
                   'required' if row['required'] else 'plain',
                   row['select_seconds'], row['placement_seconds'],
                   row['host_state_seconds'], row['filter_seconds'],
@@ -789,7 +789,8 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
         print('  %s, %d hosts: cloud started in %.0f s; load average %.1f '
               'after its requests' % (shape, size, row['start_seconds'],
                                       row['load_average']))
-    print('  states: Nova\'s host states (database); filters: all of them, '
+    print('  cap: placement\'s cap per host (and Nova\'s limit); '
+          'states: Nova\'s host states (database); filters: all of them, '
           'with the candidates\' copies; ours, NUMA, PCI: '
           'GPUP2PCliqueFilter, NUMATopologyFilter, PciPassthroughFilter '
           'within it; weigh: the weighers; claim: the claim in placement; '
@@ -1321,8 +1322,10 @@ def main(argv: list[str]) -> int:
         text.split(',')), help='%s\'s shapes, e.g. 4+4' % SELECT)
     parser.add_argument('--select-gpus', type=_numbers,
                         help='%s\'s GPUs per request, e.g. 2,4' % SELECT)
-    parser.add_argument('--select-cap-per-host', type=int,
-                        help='%s\'s placement cap per host (2)' % SELECT)
+    parser.add_argument('--select-caps', type=lambda text: tuple(
+        float(cap) for cap in text.split(',')),
+        help='%s\'s placement caps per host, each cloud\'s requests '
+        'asked under each in turn (default 2)' % SELECT)
     parser.add_argument('--select-keep', type=int,
                         help='%s\'s [gpu_p2p] candidates_per_host' % SELECT)
     args = parser.parse_args(argv)
@@ -1332,7 +1335,7 @@ def main(argv: list[str]) -> int:
     chosen = {'select_hosts': args.select_hosts,
               'select_shapes': args.select_shapes,
               'select_gpus': args.select_gpus,
-              'select_cap_per_host': args.select_cap_per_host,
+              'select_caps': args.select_caps,
               'select_keep': args.select_keep}
     SIZES = dataclasses.replace(SIZES, **{
         name: value for name, value in chosen.items() if value is not None})

@@ -35,9 +35,11 @@ Candidates come in placement's own order here, not PCI address order.
 from collections.abc import Callable
 import dataclasses
 import functools
+import logging
 import time
 
 import fixtures
+from nova import context as nova_context
 from nova import filters
 from nova.scheduler.client import query
 from nova.scheduler.client import report
@@ -50,6 +52,7 @@ from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p import traits
 from tests.cloud import nova_cloud
 from tests.cloud import scheduling
+from tests.fixtures import waits
 
 #: GPUs a busy host's server has.
 BUSY_GPUS = 2
@@ -105,8 +108,10 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     sizes: tuple[int, ...] = REQUESTS
     #: Servers in :meth:`batch`'s one request.
     batch_size = BATCH
-    #: Placement's cap (and Nova's limit), per host.
-    cap_per_host = 2
+    #: Placement's caps (and Nova's limit), per host: :meth:`select`
+    #: asks its requests under each in turn, the first also when the
+    #: busy hosts' servers boot.
+    caps_per_host: tuple[float, ...] = (2,)
     #: ``[gpu_p2p] candidates_per_host``; None: the default.
     candidates_per_host: int | None = None
     OURS_FIRST = True
@@ -121,11 +126,16 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     def setUp(self) -> None:
         started = time.perf_counter()
         super().setUp()
+        # As nova.conf's default debug = False: Nova's test logging
+        # formats every debug message (thousands per request here).
+        root = logging.getLogger()
+        self.addCleanup(root.setLevel, root.level)
+        root.setLevel(logging.INFO)
         shape = SHAPES[self.shape]
         self.flags(instances=max(self.hosts, self.batch_size) + 1,
                    cores=-1, ram=-1,
                    group='quota')
-        self.cap_placement(self.cap_per_host * self.hosts)
+        self.cap_placement(self.cap(self.caps_per_host[0]))
         if self.candidates_per_host is not None:
             self.flags(candidates_per_host=self.candidates_per_host,
                        group='gpu_p2p')
@@ -149,9 +159,39 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         #: The GPUs in use on each host.
         self.used: dict[str, set[str]] = {name: set() for name in self.names}
         self._occupy(self.names[1::2] if self.busy else [])
+        self._sync_instance_info()
         self.timings = self._timed()
         #: Seconds the cloud took to start, its busy servers booted.
         self.start_seconds = time.perf_counter() - started
+
+    def cap(self, per_host: float) -> int:
+        """Placement's cap for ``per_host`` candidates a host."""
+        return max(1, round(per_host * self.hosts))
+
+    def _sync_instance_info(self) -> None:
+        """Each compute's periodic instance sync, as in a running cloud.
+
+        Every ``[DEFAULT] scheduler_instance_sync_interval`` (120 s) each
+        compute tells the scheduler which instances it has; until the
+        scheduler has such news of a host it asks the database for the
+        host's instances each time it weighs it. Nova's tests turn
+        periodic tasks off. A host the scheduler heard nothing of yet
+        needs a second sync, as it would two minutes later.
+        """
+        context = nova_context.get_admin_context()
+        known = self.scheduler.manager.host_manager._instance_info
+
+        def stale() -> list[str]:
+            return [name for name in self.names
+                    if not known.get(name, {}).get('updated')]
+
+        for done in (lambda: all(name in known for name in self.names),
+                     lambda: not stale()):
+            for hostname in stale():
+                self.computes[hostname].manager.\
+                    _sync_scheduler_instance_info(context)
+            waits.until(done, lambda: 'instance info not synced: %s'
+                        % stale())
 
     def _occupy(self, hostnames: list[str]) -> None:
         """A ``required`` pair on each host, through the filters.
@@ -346,6 +386,12 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         return min(found, key=len, default=None)
 
     def select(self) -> None:
+        """Each request under each of :attr:`caps_per_host`, recorded."""
+        for per_host in self.caps_per_host:
+            self.cap_placement(self.cap(per_host))
+            self._select(per_host)
+
+    def _select(self, cap_per_host: float) -> None:
         """Boot, record and delete each request's server."""
         for gpus, required in self.requests():
             fitting = sum(self.fits(self._free(name), gpus, required)
@@ -363,6 +409,8 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             self.sink({
                 'shape': self.shape, 'hosts': self.hosts, 'gpus': gpus,
                 'required': required,
+                'cap_per_host': cap_per_host,
+                'cap': self.cap(cap_per_host),
                 'select_seconds': select,
                 **self._parts(),
                 'start_seconds': self.start_seconds,
