@@ -144,6 +144,7 @@ QUICK = Sizes(
     scale_calls=1, scale_gpus=((1, 1), (4, 2)), scale_nodes=((8, 1), (8, 2)),
     scheduling_ops=200, scheduling_rounds=1, cloud_hosts=(2,),
     cloud_caps=(0,), select_hosts=(2,), select_shapes=('hgx-fabric-manager',),
+    select_caps=(2, 1),
     batch_hosts=(2,), batch_shapes=('hgx-fabric-manager',), batch_size=4,
     fabric_sequences=((2, 2, 4),), privsep_rounds=1, stall_rounds=1,
     verify_p2p_rounds=1, verify_p2p_mib=1)
@@ -731,7 +732,7 @@ SELECT_CLOUD = 'select_bench_cloud.SelectCloud'
 
 
 def select_destinations_at_cloud_size() -> dict:
-    """Nova's whole select_destinations per request, 10 to 100 hosts.
+    """Nova's whole select_destinations per request, 10 to 500 hosts.
 
     lab/select_bench_cloud.py: an in-process cloud per shape and
     size, under the settings scheduling-scale.rst recommends.

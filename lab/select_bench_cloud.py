@@ -30,6 +30,11 @@ and how many the filters kept, and whether the GPUs claimed are one
 clique (on the Fabric Manager shape: one partition) and a best fit.
 
 Candidates come in placement's own order here, not PCI address order.
+
+Every compute is a real nova-compute service, up to 500 of them; as in a
+cloud rather than a test, their heartbeats stay out of the scheduler's
+process, each has synced its instances with the scheduler once, and
+Nova logs at INFO (see :meth:`SelectCloud.setUp`).
 """
 
 from collections.abc import Callable
