@@ -117,6 +117,12 @@ class Sizes:
     #: every one).
     select_hosts: tuple[int, ...] = (10, 50, 100)
     select_shapes: tuple[str, ...] = ()
+    #: GPU counts of its requests (empty: select_bench_cloud.REQUESTS).
+    select_gpus: tuple[int, ...] = ()
+    #: Its placement caps per host, each cloud's requests asked under
+    #: each; and [gpu_p2p] candidates_per_host (None: the default).
+    select_caps: tuple[float, ...] = (2,)
+    select_keep: int | None = None
     #: select_destinations_batches' cloud sizes, shapes and servers per
     #: request (0: select_bench_cloud.BATCH, two per host at 10 hosts).
     batch_hosts: tuple[int, ...] = (10, 50)
@@ -138,11 +144,14 @@ QUICK = Sizes(
     scale_calls=1, scale_gpus=((1, 1), (4, 2)), scale_nodes=((8, 1), (8, 2)),
     scheduling_ops=200, scheduling_rounds=1, cloud_hosts=(2,),
     cloud_caps=(0,), select_hosts=(2,), select_shapes=('hgx-fabric-manager',),
+    select_caps=(2, 1),
     batch_hosts=(2,), batch_shapes=('hgx-fabric-manager',), batch_size=4,
     fabric_sequences=((2, 2, 4),), privsep_rounds=1, stall_rounds=1,
     verify_p2p_rounds=1, verify_p2p_mib=1)
 #: This run's sizes: main() sets QUICK for --quick.
 SIZES = FULL
+#: Whether this run is --quick (its sizes may be QUICK's, changed).
+QUICK_RUN = False
 
 
 def benchmark(func: Callable[[], Callable[[], object]]):
@@ -723,38 +732,70 @@ SELECT_CLOUD = 'select_bench_cloud.SelectCloud'
 
 
 def select_destinations_at_cloud_size() -> dict:
-    """Nova's whole select_destinations per request, 10 to 100 hosts.
+    """Nova's whole select_destinations per request, 10 to 500 hosts.
 
     lab/select_bench_cloud.py: an in-process cloud per shape and
     size, under the settings scheduling-scale.rst recommends.
     """
     # Nova's functional test code, only where an in-process cloud runs.
     from lab import select_bench_cloud
-    return {'records': [
+    sizes = {'sizes': SIZES.select_gpus} if SIZES.select_gpus else {}
+    return {'candidates_per_host': SIZES.select_keep, 'records': [
         record for hosts in SIZES.select_hosts
         for shape in SIZES.select_shapes or select_bench_cloud.SHAPES
-        for record in cloud_runner.run('select', cloud=SELECT_CLOUD,
-                                       shape=shape, hosts=hosts)]}
+        for record in _with_load(cloud_runner.run(
+            'select', cloud=SELECT_CLOUD, shape=shape, hosts=hosts,
+            caps_per_host=SIZES.select_caps,
+            candidates_per_host=SIZES.select_keep, **sizes))]}
+
+
+def _with_load(records: list[dict]) -> list[dict]:
+    """Each record with the load average after its cloud ran."""
+    load = os.getloadavg()[0]
+    return [dict(record, load_average=load) for record in records]
 
 
 def print_select_destinations_at_cloud_size(result: dict) -> None:
     print('\nScheduling at cloud size: Nova\'s select_destinations per '
-          'request (lab/select_bench_cloud.py; placement\'s cap 2 per '
-          'host, breadth-first; GPUP2PCliqueFilter first; every other host '
-          'running a required pair)')
-    print('  %-20s %5s %4s %-8s %8s %11s %9s %10s %8s %6s %5s %4s' % (
-        'shape', 'hosts', 'GPUs', 'flavor', 'select s', 'placement s',
-        'filters s', 'candidates', 'fitting', 'kept', 'one', 'best'))
+          'request (lab/select_bench_cloud.py; placement\'s cap per host '
+          'as given, breadth-first; GPUP2PCliqueFilter first, '
+          'candidates_per_host %s; every other host running a required '
+          'pair)' % ('default' if result['candidates_per_host'] is None
+                     else result['candidates_per_host']))
+    print('  %-20s %5s %4s %4s %-8s %8s %11s %8s %9s %6s %6s %6s %7s %6s '
+          '%10s %8s %6s %5s %4s' % (
+              'shape', 'hosts', 'cap', 'GPUs', 'flavor', 'select s',
+              'placement s',
+              'states s', 'filters s', 'ours s', 'NUMA s', 'PCI s',
+              'weigh s', 'claim', 'candidates', 'fitting', 'kept', 'one',
+              'best'))
     for row in result['records']:
-        print('  %-20s %5d %4d %-8s %8.2f %11.2f %9.2f %10d %8d %6d %5s %4s'
-              % (row['shape'], row['hosts'], row['gpus'],
-                 'required' if row['required'] else 'plain',
-                 row['select_seconds'], row['placement_seconds'],
-                 row['filter_seconds'], row['candidates'],
-                 row['hosts_fitting'], row['hosts_kept'],
-                 'yes' if row['one_group'] else 'no',
-                 'yes' if row['best_fit'] else 'no'))
-    print('  fitting: hosts with a free set that fits the flavor; kept: '
+        by_class = row['filter_seconds_by_class']
+        print('  %-20s %5d %4g %4d %-8s %8.2f %11.2f %8.2f %9.2f %6.2f '
+              '%6.2f %6.2f %7.2f %6.2f %10d %8d %6d %5s %4s' % (
+                  row['shape'], row['hosts'], row['cap_per_host'],
+                  row['gpus'],
+                  'required' if row['required'] else 'plain',
+                  row['select_seconds'], row['placement_seconds'],
+                  row['host_state_seconds'], row['filter_seconds'],
+                  by_class.get('GPUP2PCliqueFilter', 0.0),
+                  by_class.get('NUMATopologyFilter', 0.0),
+                  by_class.get('PciPassthroughFilter', 0.0),
+                  row['weigher_seconds'], row['claim_seconds'],
+                  row['candidates'], row['hosts_fitting'], row['hosts_kept'],
+                  'yes' if row['one_group'] else 'no',
+                  'yes' if row['best_fit'] else 'no'))
+    starts = {(row['shape'], row['hosts']): row for row in result['records']}
+    for (shape, size), row in starts.items():
+        print('  %s, %d hosts: cloud started in %.0f s; load average %.1f '
+              'after its requests' % (shape, size, row['start_seconds'],
+                                      row['load_average']))
+    print('  cap: placement\'s cap per host (and Nova\'s limit); '
+          'states: Nova\'s host states (database); filters: all of them, '
+          'with the candidates\' copies; ours, NUMA, PCI: '
+          'GPUP2PCliqueFilter, NUMATopologyFilter, PciPassthroughFilter '
+          'within it; weigh: the weighers; claim: the claim in placement; '
+          'fitting: hosts with a free set that fits the flavor; kept: '
           'hosts Nova\'s filters passed; one: the GPUs claimed are one '
           'clique (Fabric Manager: one partition); best: and leave as few '
           'free in their clique (half board) as any fitting claim could')
@@ -866,7 +907,7 @@ def _child(mode: str, eventlet: bool = False) -> dict:
     patches first, as nova-compute does.
     """
     argv = [os.path.abspath(__file__), '--child', mode]
-    if SIZES == QUICK:
+    if QUICK_RUN:
         argv.append('--quick')
     code = ('import runpy, sys; sys.argv = %r; '
             'runpy.run_path(sys.argv[0], run_name="__main__")' % argv)
@@ -1257,6 +1298,15 @@ def measure(func: Callable[[], object]) -> dict:
     return {'seconds_per_call': best, 'calls_per_round': number}
 
 
+def _numbers(text: str) -> tuple[int, ...]:
+    """``100,200,500`` as numbers, for argparse."""
+    try:
+        return tuple(int(number) for number in text.split(','))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            'not a comma-separated list of numbers: %r' % text)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--json', help='also write the results here')
@@ -1267,9 +1317,29 @@ def main(argv: list[str]) -> int:
                         'quoting')
     parser.add_argument('--child', choices=('privsep', 'stall'),
                         help=argparse.SUPPRESS)
+    parser.add_argument('--select-hosts', type=_numbers,
+                        help='%s\'s cloud sizes, e.g. 100,200,500' % SELECT)
+    parser.add_argument('--select-shapes', type=lambda text: tuple(
+        text.split(',')), help='%s\'s shapes, e.g. 4+4' % SELECT)
+    parser.add_argument('--select-gpus', type=_numbers,
+                        help='%s\'s GPUs per request, e.g. 2,4' % SELECT)
+    parser.add_argument('--select-caps', type=lambda text: tuple(
+        float(cap) for cap in text.split(',')),
+        help='%s\'s placement caps per host, each cloud\'s requests '
+        'asked under each in turn (default 2)' % SELECT)
+    parser.add_argument('--select-keep', type=int,
+                        help='%s\'s [gpu_p2p] candidates_per_host' % SELECT)
     args = parser.parse_args(argv)
-    global SIZES
+    global SIZES, QUICK_RUN
+    QUICK_RUN = args.quick
     SIZES = QUICK if args.quick else FULL
+    chosen = {'select_hosts': args.select_hosts,
+              'select_shapes': args.select_shapes,
+              'select_gpus': args.select_gpus,
+              'select_caps': args.select_caps,
+              'select_keep': args.select_keep}
+    SIZES = dataclasses.replace(SIZES, **{
+        name: value for name, value in chosen.items() if value is not None})
     if args.child:
         run = _child_privsep if args.child == 'privsep' else _child_stall
         print(json.dumps(run()))

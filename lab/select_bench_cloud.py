@@ -30,17 +30,26 @@ and how many the filters kept, and whether the GPUs claimed are one
 clique (on the Fabric Manager shape: one partition) and a best fit.
 
 Candidates come in placement's own order here, not PCI address order.
+
+Every compute is a real nova-compute service, up to 500 of them; as in a
+cloud rather than a test, their heartbeats stay out of the scheduler's
+process, each has synced its instances with the scheduler once, and
+Nova logs at INFO (see :meth:`SelectCloud.setUp`).
 """
 
 from collections.abc import Callable
 import dataclasses
 import functools
+import logging
 import time
 
 import fixtures
+from nova import context as nova_context
+from nova import filters
 from nova.scheduler.client import query
 from nova.scheduler.client import report
 from nova.scheduler import host_manager
+from nova.scheduler import utils as scheduler_utils
 
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import flavor_commands
@@ -48,9 +57,13 @@ from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p import traits
 from tests.cloud import nova_cloud
 from tests.cloud import scheduling
+from tests.fixtures import waits
 
 #: GPUs a busy host's server has.
 BUSY_GPUS = 2
+#: Busy hosts' servers asked for together: few enough that none waits
+#: for the scheduler longer than Nova's RPC timeout.
+BUSY_AT_ONCE = 10
 #: GPUs per host NUMA node of both corpus hosts: a server of more spans
 #: two guest NUMA nodes, as ``nova-gpu-p2p flavor --numa-nodes`` sizes it.
 GPUS_PER_SOCKET = 4
@@ -59,6 +72,13 @@ REQUESTS = (1, 2, 4, 8)
 #: one request (``openstack server create --min 20 --max 20``).
 BATCH = 20
 BATCH_GPUS = 4
+#: Seconds between a compute's service heartbeats here, and how long
+#: before the scheduler's ComputeFilter calls a silent one down: longer
+#: than any run. Each compute writes its service record every
+#: ``[DEFAULT] report_interval`` (10 s); in a cloud those writes reach
+#: the database from each compute host, here all 500 would run in the
+#: scheduler's own process, 50 a second, and be timed as its work.
+HEARTBEAT_S = 24 * 3600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,8 +113,15 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     sizes: tuple[int, ...] = REQUESTS
     #: Servers in :meth:`batch`'s one request.
     batch_size = BATCH
+    #: Placement's caps (and Nova's limit), per host: :meth:`select`
+    #: asks its requests under each in turn, the first also when the
+    #: busy hosts' servers boot.
+    caps_per_host: tuple[float, ...] = (2,)
+    #: ``[gpu_p2p] candidates_per_host``; None: the default.
+    candidates_per_host: int | None = None
     OURS_FIRST = True
     ADDRESS_ORDER = False
+    SHARED_TREES = True
 
     @property
     def PARTITIONED(self) -> bool:
@@ -102,14 +129,21 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         return SHAPES[self.shape].partitions
 
     def setUp(self) -> None:
+        started = time.perf_counter()
         super().setUp()
+        # As nova.conf's default debug = False: Nova's test logging
+        # formats every debug message (thousands per request here).
+        root = logging.getLogger()
+        self.addCleanup(root.setLevel, root.level)
+        root.setLevel(logging.INFO)
         shape = SHAPES[self.shape]
         self.flags(instances=max(self.hosts, self.batch_size) + 1,
                    cores=-1, ram=-1,
                    group='quota')
-        cap = 2 * self.hosts
-        self.cap_placement(cap)
-        self.flags(max_placement_results=cap, group='scheduler')
+        self.cap_placement(self.cap(self.caps_per_host[0]))
+        if self.candidates_per_host is not None:
+            self.flags(candidates_per_host=self.candidates_per_host,
+                       group='gpu_p2p')
         self.names = ['host%03d' % n for n in range(self.hosts)]
         self.flags(p2p_level=shape.p2p_level, group='gpu_p2p')
         for hostname in self.names:
@@ -129,14 +163,67 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
                      if function.is_nvidia_gpu}
         #: The GPUs in use on each host.
         self.used: dict[str, set[str]] = {name: set() for name in self.names}
+        self._occupy(self.names[1::2] if self.busy else [])
+        self._sync_instance_info()
+        self.timings = self._timed()
+        #: Seconds the cloud took to start, its busy servers booted.
+        self.start_seconds = time.perf_counter() - started
+
+    def cap(self, per_host: float) -> int:
+        """Placement's cap for ``per_host`` candidates a host."""
+        return max(1, round(per_host * self.hosts))
+
+    def _sync_instance_info(self) -> None:
+        """Each compute's periodic instance sync, as in a running cloud.
+
+        Every ``[DEFAULT] scheduler_instance_sync_interval`` (120 s) each
+        compute tells the scheduler which instances it has; until the
+        scheduler has such news of a host it asks the database for the
+        host's instances each time it weighs it. Nova's tests turn
+        periodic tasks off. A host the scheduler heard nothing of yet
+        needs a second sync, as it would two minutes later.
+        """
+        context = nova_context.get_admin_context()
+        known = self.scheduler.manager.host_manager._instance_info
+
+        def stale() -> list[str]:
+            return [name for name in self.names
+                    if not known.get(name, {}).get('updated')]
+
+        for done in (lambda: all(name in known for name in self.names),
+                     lambda: not stale()):
+            for hostname in stale():
+                self.computes[hostname].manager.\
+                    _sync_scheduler_instance_info(context)
+            waits.until(done, lambda: 'instance info not synced: %s'
+                        % stale())
+
+    def _occupy(self, hostnames: list[str]) -> None:
+        """A ``required`` pair on each host, through the filters.
+
+        :data:`BUSY_AT_ONCE` at a time, then waited for: one after the
+        other took about a second each, most of it waiting.
+        """
         pair = self.bench_flavor(BUSY_GPUS, required=True)
-        for hostname in self.names[1::2] if self.busy else ():
-            server = self._create_server(
+        for start in range(0, len(hostnames), BUSY_AT_ONCE):
+            self._occupy_now(pair, hostnames[start:start + BUSY_AT_ONCE])
+
+    def _occupy_now(self, pair: str, hostnames: list[str]) -> None:
+        posted = [(hostname, self.admin_api.post_server({
+            'server': self._build_server(
                 flavor_id=pair, image_uuid=self.q35_image, networks='none',
-                host=hostname)
+                host=hostname)})) for hostname in hostnames]
+        for hostname, server in posted:
+            server = self._wait_for_state_change(server, 'ACTIVE')
+            self.assertEqual(hostname, server['OS-EXT-SRV-ATTR:host'])
             self.settle(server)
             self.used[hostname].update(self.gpus(server))
-        self.timings = self._timed()
+
+    def _setup_scheduler_service(self):
+        # Before the scheduler's ComputeFilter reads service_down_time.
+        self.flags(report_interval=HEARTBEAT_S,
+                   service_down_time=2 * HEARTBEAT_S)
+        return super()._setup_scheduler_service()
 
     def _groups(self) -> list[frozenset[str]]:
         if self.partitions:
@@ -169,9 +256,17 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
                                    extra_spec=specs)
 
     def _timed(self) -> dict[str, list]:
-        """Time select_destinations, placement's GET and the filters."""
-        found: dict[str, list] = {'select': [], 'placement': [],
-                                  'filters': []}
+        """Time select_destinations and its parts.
+
+        Placement's GET, the host states, the filters (all, and each
+        one's ``filter_all`` by class name), the weighers and the claim.
+        """
+        found: dict[str, list] = {name: [] for name in (
+            'select', 'placement', 'host_states', 'filters', 'weighers',
+            'claim')}
+        #: Each filter's seconds over a request, by class name.
+        self.by_filter: dict[str, list[float]] = {}
+        by_filter = self.by_filter
 
         def timed(name: str, original, count=len):
             @functools.wraps(original)
@@ -196,7 +291,51 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             host_manager.HostManager, 'get_filtered_hosts',
             timed('filters', host_manager.HostManager.get_filtered_hosts,
                   lambda hosts: len(hosts or ()))))
+        self.useFixture(fixtures.MockPatchObject(
+            host_manager.HostManager, 'get_host_states_by_uuids',
+            timed('host_states',
+                  host_manager.HostManager.get_host_states_by_uuids,
+                  lambda hosts: 0)))
+        self.useFixture(fixtures.MockPatchObject(
+            host_manager.HostManager, 'get_weighed_hosts',
+            timed('weighers', host_manager.HostManager.get_weighed_hosts)))
+        self.useFixture(fixtures.MockPatchObject(
+            scheduler_utils, 'claim_resources',
+            timed('claim', scheduler_utils.claim_resources, int)))
+        filter_all = filters.BaseFilter.filter_all
+
+        def each_filter(one, objs, spec_obj):
+            start = time.perf_counter()
+            result = filter_all(one, objs, spec_obj)
+            # A generator: the filter runs as the handler lists it.
+            kept = None if result is None else list(result)
+            by_filter.setdefault(type(one).__name__, []).append(
+                time.perf_counter() - start)
+            return kept
+
+        self.useFixture(fixtures.MockPatchObject(
+            filters.BaseFilter, 'filter_all', each_filter))
         return found
+
+    def _clear_timings(self) -> None:
+        for found in self.timings.values():
+            found.clear()
+        self.by_filter.clear()
+
+    def _parts(self) -> dict[str, object]:
+        """The parts of the last request's select_destinations, seconds."""
+        return {
+            'placement_seconds': sum(s for s, _ in self.timings['placement']),
+            'candidates': sum(n for _, n in self.timings['placement']),
+            'host_state_seconds': sum(
+                s for s, _ in self.timings['host_states']),
+            'filter_seconds': sum(s for s, _ in self.timings['filters']),
+            'filter_seconds_by_class': {
+                name: sum(seconds)
+                for name, seconds in self.by_filter.items()},
+            'weigher_seconds': sum(s for s, _ in self.timings['weighers']),
+            'claim_seconds': sum(s for s, _ in self.timings['claim']),
+        }
 
     def requests(self) -> list[tuple[int, bool]]:
         """:attr:`sizes` GPUs: ``required`` where a group holds that many."""
@@ -252,13 +391,18 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         return min(found, key=len, default=None)
 
     def select(self) -> None:
+        """Each request under each of :attr:`caps_per_host`, recorded."""
+        for per_host in self.caps_per_host:
+            self.cap_placement(self.cap(per_host))
+            self._select(per_host)
+
+    def _select(self, cap_per_host: float) -> None:
         """Boot, record and delete each request's server."""
         for gpus, required in self.requests():
             fitting = sum(self.fits(self._free(name), gpus, required)
                           for name in self.names)
             best = self.best_left(gpus)
-            for found in self.timings.values():
-                found.clear()
+            self._clear_timings()
             server = self._create_server(
                 flavor_id=self.bench_flavor(gpus, required),
                 image_uuid=self.q35_image, networks='none')
@@ -270,11 +414,11 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             self.sink({
                 'shape': self.shape, 'hosts': self.hosts, 'gpus': gpus,
                 'required': required,
+                'cap_per_host': cap_per_host,
+                'cap': self.cap(cap_per_host),
                 'select_seconds': select,
-                'placement_seconds': sum(
-                    s for s, _ in self.timings['placement']),
-                'candidates': sum(n for _, n in self.timings['placement']),
-                'filter_seconds': sum(s for s, _ in self.timings['filters']),
+                **self._parts(),
+                'start_seconds': self.start_seconds,
                 'hosts_fitting': fitting,
                 'hosts_kept': self.timings['filters'][0][1],
                 'one_group': group is not None,
@@ -291,16 +435,14 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         host and how many of them are one clique (partition) each.
         """
         flavor = self.bench_flavor(BATCH_GPUS, required=True)
-        for found in self.timings.values():
-            found.clear()
+        self._clear_timings()
         single = self._create_server(flavor_id=flavor,
                                      image_uuid=self.q35_image,
                                      networks='none')
         self.settle(single)
         (single_seconds, _), = self.timings['select']
         self.delete(single)
-        for found in self.timings.values():
-            found.clear()
+        self._clear_timings()
         servers = self.boot_together(flavor, self.batch_size)
         (select, _), = self.timings['select']
         per_host: dict[str, int] = {}
@@ -312,9 +454,7 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             'servers': len(servers), 'select_seconds': select,
             'per_server_seconds': select / len(servers),
             'single_seconds': single_seconds,
-            'placement_seconds': sum(
-                s for s, _ in self.timings['placement']),
-            'filter_seconds': sum(s for s, _ in self.timings['filters']),
+            **self._parts(),
             'one_group': sum(self.one_group(set(self.gpus(server)))
                              is not None for server in servers),
             'hosts_used': len(per_host),

@@ -135,9 +135,16 @@ class GPUHostsTestBase(GPUP2PServersTestBase):
     NUMA nodes and CPUs for Nova's PCI tracker and CPU pinning.
     """
 
+    #: Computes of one corpus host read one sysfs tree, written once
+    #: (:meth:`start_gpu_compute`): for clouds of hundreds of computes
+    #: whose trees no test changes.
+    SHARED_TREES = False
+
     def setUp(self):
         super().setUp()
         self.sysfs_roots = {}
+        #: Corpus host -> (tree root, topology) with :attr:`SHARED_TREES`.
+        self._shared_trees: dict[str, tuple[str, model.HostTopology]] = {}
         self.topologies = {}
         #: Hostname -> [gpu_p2p] options that compute discovers with
         #: (topology_backend, ...), on top of the test's own.
@@ -221,14 +228,10 @@ class GPUHostsTestBase(GPUP2PServersTestBase):
         """
         if gpu_p2p_options:
             self.gpu_p2p_options[hostname] = dict(gpu_p2p_options)
-        tree = self.useFixture(sysfs_builder.SysfsTree(
-            hosts.HOSTS[corpus_host]))
-        self.flags(sysfs_root=tree.root, group='gpu_p2p')
-        topology = sysfs.SysfsBackend(
-            nova_conf.CONF, read_config=sysfs.read_config_direct
-        ).discover()
+        root, topology = self._corpus_tree(corpus_host)
+        self.flags(sysfs_root=root, group='gpu_p2p')
         self._add_pci_aliases(topology)
-        self.sysfs_roots[hostname] = tree.root
+        self.sysfs_roots[hostname] = root
         self.topologies[hostname] = topology
         info = host_info(topology)
         self.flags(cpu_dedicated_set='0-%d' % (FAKE_CPUS - 1),
@@ -238,6 +241,25 @@ class GPUHostsTestBase(GPUP2PServersTestBase):
         self.start_compute(hostname, host_info=info,
                            pci_info=pci_info(topology), **kwargs)
         return topology
+
+    def _corpus_tree(self, corpus_host: str
+                     ) -> tuple[str, model.HostTopology]:
+        """A sysfs tree of the corpus host and its topology.
+
+        The compute's driver discovers its own from the tree again when
+        it starts; this one is for Nova's test double and the test.
+        """
+        shared = self._shared_trees.get(corpus_host)
+        if shared:
+            return shared
+        tree = self.useFixture(sysfs_builder.SysfsTree(
+            hosts.HOSTS[corpus_host]))
+        self.flags(sysfs_root=tree.root, group='gpu_p2p')
+        found = tree.root, sysfs.SysfsBackend(
+            nova_conf.CONF, read_config=sysfs.read_config_direct).discover()
+        if self.SHARED_TREES:
+            self._shared_trees[corpus_host] = found
+        return found
 
     def _record_defined_xml(self) -> None:
         """Keep the XML each domain was last defined with, by UUID.
