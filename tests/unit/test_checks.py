@@ -260,22 +260,25 @@ class TestCheckVersions(testtools.TestCase):
     def statuses(self, checks):
         return [(c.code, c.subject) for c in checks]
 
-    def test_current_stack(self):
-        checks = versions.check_versions(
-            versions.HostVersions((11, 3, 0), (10, 0, 2)), two_rc_host(), True)
+    def assert_tested_stack(self, libvirt: str, qemu: str, checks) -> None:
+        """A tested stack's three checks: OK, and nothing said of newer."""
         self.assertEqual([(OK, 'libvirt: clique IDs'),
                           (OK, 'libvirt: UEFI guest XML'),
                           (OK, 'QEMU: NUMA affinity')], self.statuses(checks))
-        self.assertEqual('libvirt 11.3.0 supports <qemu:override>, which '
-                         'clique IDs need (8.2.0 or later)',
-                         checks[0].message)
-        self.assertEqual('libvirt 11.3.0 accepts the UEFI guest XML of Nova '
-                         '34 (tested with 11.3.0 and 12.8.0)',
-                         checks[1].message)
-        self.assertEqual('QEMU 10.0.2 with libvirt 11.3.0 binds PCIe '
-                         'expander buses to NUMA nodes: reports '
-                         'CUSTOM_GPU_NUMA_AFFINITY (needs libvirt 8.0.0 and '
-                         'QEMU 6.2.0)', checks[2].message)
+        self.assertEqual(
+            ['libvirt %s supports <qemu:override>, which clique IDs need '
+             '(8.2.0 or later)' % libvirt,
+             'libvirt %s accepts the UEFI guest XML of Nova 34 (tested with '
+             '11.3.0 and 12.8.0)' % libvirt,
+             'QEMU %s with libvirt %s binds PCIe expander buses to NUMA '
+             'nodes: reports CUSTOM_GPU_NUMA_AFFINITY (needs libvirt 8.0.0 '
+             'and QEMU 6.2.0)' % (qemu, libvirt)],
+            [c.message for c in checks])
+
+    def test_current_stack(self):
+        checks = versions.check_versions(
+            versions.HostVersions((11, 3, 0), (10, 0, 2)), two_rc_host(), True)
+        self.assert_tested_stack('11.3.0', '10.0.2', checks)
 
     def test_newest_tested_stack(self):
         # Debian sid's libvirt 12.8 and QEMU 11.1 (tools/e2e/setup-stack.sh
@@ -283,17 +286,7 @@ class TestCheckVersions(testtools.TestCase):
         checks = versions.check_versions(
             versions.HostVersions((12, 8, 0), (11, 1, 3)), two_rc_host(),
             True)
-        self.assertEqual([OK, OK, OK], [c.code for c in checks])
-        self.assertEqual('libvirt 12.8.0 supports <qemu:override>, which '
-                         'clique IDs need (8.2.0 or later)',
-                         checks[0].message)
-        self.assertEqual('libvirt 12.8.0 accepts the UEFI guest XML of Nova '
-                         '34 (tested with 11.3.0 and 12.8.0)',
-                         checks[1].message)
-        self.assertEqual('QEMU 11.1.3 with libvirt 12.8.0 binds PCIe '
-                         'expander buses to NUMA nodes: reports '
-                         'CUSTOM_GPU_NUMA_AFFINITY (needs libvirt 8.0.0 and '
-                         'QEMU 6.2.0)', checks[2].message)
+        self.assert_tested_stack('12.8.0', '11.1.3', checks)
 
     def test_newer_than_tested(self):
         checks = versions.check_versions(
