@@ -761,7 +761,8 @@ class TestNvmlBrands(testtools.TestCase):
         gpus = fm_tests.GPUS
         fake = BrandedNvml({gpus[0]: 15, gpus[1]: 2, gpus[2]: None,
                             gpus[3]: 99, gpus[4]: 5})
-        self.assertEqual({gpus[0]: 'GeForce RTX', gpus[1]: 'Tesla'},
+        self.assertEqual({gpus[0]: 'GeForce RTX', gpus[1]: 'Tesla',
+                          gpus[3]: 'NVML brand 99'},
                          nvml.brands(fake, set(gpus[:4])))
         self.assertEqual({}, nvml.brands(
             BrandedNvml(fake.brand_of, branding=False), set(gpus)))
@@ -783,6 +784,34 @@ class TestNvmlBrands(testtools.TestCase):
         self.assertEqual({'GeForce': 1, 'Tesla': 7}, {
             brand: list(nvml.read_brands(found.topology).values()).count(
                 brand) for brand in ('GeForce', 'Tesla')})
+
+    def test_an_unknown_brand_fails_closed_from_either_source(self):
+        """Issue 42 item 7: one rule for captures and the live backend.
+
+        Unnamed RTX 5090s (display class, a partner's board): a capture's
+        ``geforce`` or ``""``, or a brand number NVML's table lacks, gives
+        no clique; an operator's vouching still can.
+        """
+        topology = test_corpus.discover('hgx-8gpu-nvswitch-2numa')
+        gpus = [g.address for g in topology.gpus()]
+        rtx_5090 = {a: dataclasses.replace(
+            topology.functions[a], device=0x2b85, class_code=CLASS_VGA,
+            subsystem_vendor=0x1043, subsystem_device=0x89ec) for a in gpus}
+        live = nvml.brands(BrandedNvml({gpus[0]: 42}), set(gpus))
+        for brand in ('geforce', '', 'GEFORCE', live[gpus[0]]):
+            branded = dataclasses.replace(
+                topology, functions={**topology.functions, **rtx_5090},
+                gpu_brands={a: brand for a in gpus})
+            loaded = capture.from_dict(json.loads(json.dumps(
+                capture.to_dict(branded))))
+            kinds = cg.judge(loaded, EMPTY, allow=False)
+            self.assertEqual(sorted(gpus), sorted(kinds.barred), brand)
+            self.assertEqual(
+                "NVML's brand %r is none this version knows (fail closed)"
+                % brand, kinds.models[gpus[0]].rule)
+            vouched = cg.judge(loaded, EMPTY, allow=False, trusted=(
+                cg.parse_model_id('10de:2b85'),))
+            self.assertEqual({}, vouched.barred)
 
     def test_brand_bars_and_is_kept_in_captures(self):
         topology = test_corpus.discover('hgx-8gpu-nvswitch-2numa')
