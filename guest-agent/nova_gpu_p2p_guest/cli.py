@@ -80,27 +80,31 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             'Write data from every GPU into every peer CUDA says it can '
             'access, by copy engine, by SM stores and by the peer\'s SM '
-            'loads, read it back on the peer and compare, every CUDA call under a time bound. On a '
-            'failure set NCCL_P2P_DISABLE=1 in the NCCL config file, say '
-            'which pairs failed on standard error and the console, and '
+            'loads, read it back on the peer and compare, every CUDA call '
+            'under a time bound. On a failure set NCCL_P2P_DISABLE=1 in '
+            'the NCCL config file, say which pairs failed on standard error and the console, and '
             'exit 1. Without a driver or with fewer than two GPUs: one '
             'line, exit 0.'))
     verify.set_defaults(usage_error=verify.error)
     seconds = _bounded(_SECONDS, 0.1, MAX_SECONDS, 'number')
     verify.add_argument(
-        '--result', metavar='FILE', type=_name, default=p2p_verify.DEFAULT_RESULT,
+        '--result', metavar='FILE', type=_name,
+        default=p2p_verify.DEFAULT_RESULT,
         help='where to write the result as JSON, "-" for standard output '
              '(default: %s)' % p2p_verify.DEFAULT_RESULT)
     verify.add_argument(
-        '--nccl-conf', metavar='FILE', type=_name, default=p2p_verify.DEFAULT_NCCL_CONF,
+        '--nccl-conf', metavar='FILE', type=_name,
+        default=p2p_verify.DEFAULT_NCCL_CONF,
         help='the NCCL config file to turn P2P off in (default: %s)'
              % p2p_verify.DEFAULT_NCCL_CONF)
     verify.add_argument(
-        '--console', metavar='FILE', type=_name, default=p2p_verify.DEFAULT_CONSOLE,
+        '--console', metavar='FILE', type=_name,
+        default=p2p_verify.DEFAULT_CONSOLE,
         help='where failures are also written, if it exists (default: %s)'
              % p2p_verify.DEFAULT_CONSOLE)
     verify.add_argument(
-        '--library', metavar='FILE', type=_name, default=p2p_verify.DEFAULT_LIBRARY,
+        '--library', metavar='FILE', type=_name,
+        default=p2p_verify.DEFAULT_LIBRARY,
         help='the CUDA driver library (default: %s)'
              % p2p_verify.DEFAULT_LIBRARY)
     verify.add_argument(

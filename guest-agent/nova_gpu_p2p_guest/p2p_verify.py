@@ -19,8 +19,8 @@ writes land in a private mirror the owner never reads (NVIDIA/nccl#2335)
 or arrive corrupted: only data written by one GPU and read back on the
 other shows it. :mod:`.p2p_probe` moves the data, in a child process
 :mod:`.watchdog` watches: a CUDA call that has not returned within its
-bound is a hang, reported with its pair, path and call, and the child is killed;
-the pairs that do not involve the GPUs that stopped answering are then
+bound is a hang, reported with its pair, path and call, and the child is
+killed; the pairs that do not involve the GPUs that stopped answering are then
 checked by a fresh child.
 
 A failure turns NCCL's P2P off in this instance (:mod:`.nccl_conf`),

@@ -173,5 +173,3 @@ def _kill(child: subprocess.Popen, why: str) -> str:
     except subprocess.TimeoutExpired:
         why += '; its process %d did not exit when killed' % child.pid
     return why
-
-

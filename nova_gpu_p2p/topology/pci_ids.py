@@ -198,8 +198,8 @@ class _Parser:
 def _what(key: tuple) -> str:
     category, first, second, third, fourth = key
     if category == 'subsystem':
-        return 'subsystem %04x:%04x of %04x:%04x' % (third, fourth, first,
-                                                    second)
+        return 'subsystem %04x:%04x of %04x:%04x' % (
+            third, fourth, first, second)
     if category in ('class', 'subclass', 'prog-if'):
         return '%s %s' % (category, ''.join(
             '%02x' % n for n in (first, second, third)[

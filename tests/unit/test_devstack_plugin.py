@@ -959,8 +959,10 @@ class TestRefusedSettings(testtools.TestCase):
                          % setting, local_conf=local_conf, **PCI)
 
     def test_pci_lines_under_any_name_of_nova_conf(self):
-        """Issue 42 item 8: each name evaluated as devstack does, then
-        compared as a path: not only the text ``$NOVA_CONF``."""
+        """Issue 42 item 8: each name evaluated as devstack does.
+
+        Then compared as a path: not only the text ``$NOVA_CONF``.
+        """
         for name in ('${NOVA_CONF}', 'NOVA', 'ETC/./nova.conf',
                      '$NOVA_CONF_DIR/nova-cpu.conf', '"$NOVA_CONF"'):
             host = self.useFixture(Devstack(**PCI))

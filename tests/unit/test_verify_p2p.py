@@ -132,7 +132,6 @@ class StandInCase(testtools.TestCase):
                           '%s' % (self.conf, self.result), text)
 
 
-
 class VerifyP2PTest(StandInCase):
 
     def test_healthy_8_gpus_pass_56_pairs_on_every_path(self):
