@@ -82,9 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
             'access, by copy engine, by SM stores and by the peer\'s SM '
             'loads, read it back on the peer and compare, every CUDA call '
             'under a time bound. On a failure set NCCL_P2P_DISABLE=1 in '
-            'the NCCL config file, say which pairs failed on standard error and the console, and '
-            'exit 1. Without a driver or with fewer than two GPUs: one '
-            'line, exit 0.'))
+            'the NCCL config file, say which pairs failed on standard '
+            'error and the console, and exit 1. Without a driver or with '
+            'fewer than two GPUs: one line, exit 0.'))
     verify.set_defaults(usage_error=verify.error)
     seconds = _bounded(_SECONDS, 0.1, MAX_SECONDS, 'number')
     verify.add_argument(
