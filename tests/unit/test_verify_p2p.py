@@ -39,7 +39,6 @@ from nova_gpu_p2p_guest import nccl_conf
 from nova_gpu_p2p_guest import p2p_probe
 from nova_gpu_p2p_guest import p2p_verify
 from nova_gpu_p2p_guest import watchdog
-from tests.fixtures import deadline
 from tests.fixtures import fake_cuda
 from tests.unit import test_guest_agent
 
