@@ -18,8 +18,9 @@ A CUDA call that never returns cannot be interrupted inside the process
 that made it, so :mod:`.p2p_probe` runs as a child that names each call
 before making it, and this module reads those events under a bound per
 call, counted from the call's start, and kills a child that overruns it.
-What the child writes is read in bounded pieces: a driver that prints
-megabytes, or prints while a copy hangs, neither stalls nor extends it.
+What the child writes, on standard output and standard error, is read in
+bounded pieces and kept bounded: a driver that prints megabytes, or
+prints while a copy hangs, neither stalls nor extends it.
 """
 
 from __future__ import annotations
@@ -29,9 +30,8 @@ import os
 import select
 import subprocess
 import sys
-import tempfile
 import time
-from typing import BinaryIO, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from nova_gpu_p2p_guest import p2p_probe
 
@@ -52,7 +52,7 @@ class Bounds:
         self.transfer = transfer
 
 
-def _spawn(request: dict, stderr: object) -> subprocess.Popen:
+def _spawn(request: dict) -> subprocess.Popen:
     """The probe as ``python -m``, finding this very package."""
     env = dict(os.environ)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,8 +60,8 @@ def _spawn(request: dict, stderr: object) -> subprocess.Popen:
         [here] + [p for p in [env.get('PYTHONPATH')] if p])
     return subprocess.Popen(
         [sys.executable, '-m', p2p_probe.__name__, json.dumps(request)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
-        env=env, close_fds=True)
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=env, close_fds=True)
 
 
 class Lines:
@@ -110,40 +110,44 @@ def watch(request: dict, bounds: Bounds
     else the child prints meanwhile (a driver's messages) moves it not.
     """
     events: List[dict] = []
-    call, ready, lines = 'starting the probe', False, Lines()
-    with tempfile.TemporaryFile() as stderr:
-        child = _spawn(request, stderr)
-        fd = child.stdout.fileno()
-        started = time.monotonic()
-        try:
-            while True:
-                bound = bounds.transfer if ready else bounds.setup
-                left = started + bound - time.monotonic()
-                if left <= 0 or not select.select([fd], [], [], left)[0]:
-                    return events, {'status': 'hung', 'detail': _kill(
-                        child, '%s did not return within %g s' % (
-                            call, bound))}
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                for line in lines.feed(chunk):
-                    event = _event(line)
-                    if event is None:
-                        continue
-                    if 'call' in event:
-                        call, started = event['call'], time.monotonic()
-                        continue
-                    ready = ready or bool(event.get('ready'))
-                    events.append(event)
-            status = child.wait()
-            if any(_ended(e) for e in events):
-                return events, None
-            said = _tail(stderr)
-            return events, {'status': 'failed', 'detail': (
-                'the probe died in %s (exit status %s)%s' % (
-                    call, status, ': ' + said if said else ''))}
-        finally:
-            child.stdout.close()
+    call, ready, lines, said = 'starting the probe', False, Lines(), b''
+    child = _spawn(request)
+    out, err = child.stdout.fileno(), child.stderr.fileno()
+    started = time.monotonic()
+    try:
+        while True:
+            bound = bounds.transfer if ready else bounds.setup
+            left = started + bound - time.monotonic()
+            readable = select.select([out, err], [], [], max(left, 0))[0]
+            if left <= 0 or not readable:
+                return events, {'status': 'hung', 'detail': _kill(
+                    child, '%s did not return within %g s' % (call, bound))}
+            if err in readable:
+                said = (said + os.read(err, 65536))[-TAIL:]
+            if out not in readable:
+                continue
+            chunk = os.read(out, 65536)
+            if not chunk:
+                break
+            for line in lines.feed(chunk):
+                event = _event(line)
+                if event is None:
+                    continue
+                if 'call' in event:
+                    call, started = event['call'], time.monotonic()
+                    continue
+                ready = ready or bool(event.get('ready'))
+                events.append(event)
+        status = child.wait()
+        if any(_ended(e) for e in events):
+            return events, None
+        said = _tail(said, err)
+        return events, {'status': 'failed', 'detail': (
+            'the probe died in %s (exit status %s)%s' % (
+                call, status, ': ' + said if said else ''))}
+    finally:
+        child.stdout.close()
+        child.stderr.close()
 
 
 def _event(line: bytes) -> Optional[dict]:
@@ -155,10 +159,17 @@ def _event(line: bytes) -> Optional[dict]:
     return event if isinstance(event, dict) else None
 
 
-def _tail(stream: BinaryIO) -> str:
-    """The last :data:`TAIL` bytes the child wrote to ``stream``, stripped."""
-    stream.seek(max(0, stream.seek(0, os.SEEK_END) - TAIL))
-    return stream.read(TAIL).decode('utf-8', 'replace').strip()
+def _tail(said: bytes, err: int) -> str:
+    """The last :data:`TAIL` bytes the dead child wrote to standard error.
+
+    Read as it came, the rest once it is gone: never more than that held.
+    """
+    while select.select([err], [], [], 0)[0]:
+        chunk = os.read(err, 65536)
+        if not chunk:
+            break
+        said = (said + chunk)[-TAIL:]
+    return said.decode('utf-8', 'replace').strip()
 
 
 def _ended(event: dict) -> bool:
