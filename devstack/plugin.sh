@@ -92,15 +92,27 @@ function check_nova_gpu_p2p_settings {
 # post-config with iniset, which rewrites every line of a multi valued
 # option (one device_spec line there becomes as many copies of it as the
 # plugin wrote lines), or inidelete and iniadd_literal, which drop them.
+# A section's file name is judged as stack.sh's merge_config_group reads
+# it: evaluated ($NOVA_CONF, ${NOVA_CONF}, /etc/nova/nova.conf alike),
+# then compared as a path with the files nova reads.
 function _gpu_p2p_check_local_conf_pci {
     local local_conf=${TOP_DIR:-}/local.conf
-    local conf option setting
+    local name real target option setting
     if [[ -z "$GPU_P2P_ALIAS" || -z "${TOP_DIR:-}" || ! -r "$local_conf" ]]; then
         return 0
     fi
-    # The names as local.conf writes them, unexpanded.
-    # shellcheck disable=SC2016
-    for conf in '$NOVA_CONF' '$NOVA_CPU_CONF'; do
+    # Split and evaluated as merge_config_group splits and evaluates them.
+    # shellcheck disable=SC2207
+    local -a names=($(get_meta_section_files "$local_conf" post-config))
+    for name in "${names[@]}"; do
+        real=$(set +u; eval "echo $name" 2>/dev/null) || continue
+        [[ -n "$real" ]] || continue
+        real=$(realpath -m -- "$real")
+        for target in "$NOVA_CONF" "${NOVA_CPU_CONF:-}"; do
+            [[ -n "$target" && "$real" == "$(realpath -m -- "$target")" ]] && break
+            target=""
+        done
+        [[ -n "$target" ]] || continue
         for option in device_spec passthrough_whitelist alias; do
             setting=GPU_P2P_PCI_DEVICE_SPECS
             if [[ $option == alias ]]; then
@@ -109,12 +121,12 @@ function _gpu_p2p_check_local_conf_pci {
             else
                 is_service_enabled n-cpu || continue
             fi
-            if get_meta_section "$local_conf" post-config "$conf" |
+            if get_meta_section "$local_conf" post-config "$name" |
                     awk -v option="$option" '
                         /^\[.*\]/ { in_pci = ($0 ~ /^\[pci\]/) ; next }
                         in_pci && $0 ~ "^" option "[ \t]*=" { found = 1 }
                         END { exit !found }'; then
-                die $LINENO "local.conf's [[post-config|$conf]] sets [pci] $option: devstack merges it after the plugin and it replaces every [pci] $option line the plugin writes for GPU_P2P_ALIAS=$GPU_P2P_ALIAS (the GPUs' clique lines): give its values in $setting instead, one per line, and the plugin writes them beside its own"
+                die $LINENO "local.conf's [[post-config|$name]] sets [pci] $option: devstack merges it after the plugin and it replaces every [pci] $option line the plugin writes for GPU_P2P_ALIAS=$GPU_P2P_ALIAS (the GPUs' clique lines): give its values in $setting instead, one per line, and the plugin writes them beside its own"
             fi
         done
     done
@@ -206,9 +218,11 @@ function _gpu_p2p_wait_for_nova_conf_writers {
 # Whether [SECTION] of FILE has exactly the line LINE.
 function _gpu_p2p_ini_has_line {
     local file=$1 section=$2 line=$3
-    awk -v header="[$section]" -v line="$line" '
+    # LINE through the environment: awk -v would take its backslashes as
+    # escapes.
+    _GPU_P2P_LINE=$line awk -v header="[$section]" '
         /^\[.*\]/ { in_section = (index($0, header) == 1); next }
-        in_section && $0 == line { found = 1 }
+        in_section && $0 == ENVIRON["_GPU_P2P_LINE"] { found = 1 }
         END { exit !found }' "$file"
 }
 
@@ -219,10 +233,27 @@ function _gpu_p2p_ini_remove {
     local file=$1 section=$2 line=${3:-}
     local tmp
     tmp=$(mktemp)
-    awk -v header="[$section]" -v line="$line" '
+    _GPU_P2P_LINE=$line awk -v header="[$section]" '
+        BEGIN { line = ENVIRON["_GPU_P2P_LINE"] }
         /^\[.*\]/ { in_section = (index($0, header) == 1) }
         in_section && (line == "" || $0 == line) { next }
         { print }' "$file" >"$tmp"
+    # Rewrite in place, keeping the file's owner and mode.
+    cat "$tmp" >"$file"
+    rm -f "$tmp"
+}
+
+# Insert LINE, byte for byte, right after the [SECTION] header of FILE
+# (which has one), as devstack's iniadd_literal places a value: that uses
+# sed's a command, which takes backslashes in LINE as escapes.
+function _gpu_p2p_ini_insert {
+    local file=$1 section=$2 line=$3
+    local tmp
+    tmp=$(mktemp)
+    _GPU_P2P_LINE=$line awk -v header="[$section]" '
+        { print }
+        !done && index($0, header) == 1 { print ENVIRON["_GPU_P2P_LINE"]; done = 1 }' \
+        "$file" >"$tmp"
     # Rewrite in place, keeping the file's owner and mode.
     cat "$tmp" >"$file"
     rm -f "$tmp"
@@ -236,7 +267,7 @@ function _gpu_p2p_ini_add {
         return 0
     fi
     if ini_has_option "$file" "$section" "$option"; then
-        iniadd_literal "$file" "$section" "$option" "$value"
+        _gpu_p2p_ini_insert "$file" "$section" "$option = $value"
     else
         iniset "$file" "$section" "$option" "$value"
     fi
@@ -479,15 +510,16 @@ function _gpu_p2p_set_options {
 }
 
 # Add each line of LINES (newline separated) as a value of the multi valued
-# OPTION, after the plugin's own value made the section: iniadd_literal
-# writes a value as it is, where iniset would squeeze and glob it.
+# OPTION, after the plugin's own value made the section, as it is: iniset
+# would squeeze and glob it, iniadd_literal (sed's a command) would drop
+# its backslashes.
 function _gpu_p2p_ini_add_lines {
     local file=$1 section=$2 option=$3 lines=$4
     local line
     while IFS= read -r line; do
         if [[ -n "${line// /}" ]] &&
                 ! _gpu_p2p_ini_has_line "$file" "$section" "$option = $line"; then
-            iniadd_literal "$file" "$section" "$option" "$line"
+            _gpu_p2p_ini_insert "$file" "$section" "$option = $line"
         fi
     done <<<"$lines"
 }
@@ -527,7 +559,7 @@ function _gpu_p2p_add_clique_device_specs {
     # Each line goes right after [pci]: the last first keeps their order.
     while IFS= read -r line; do
         if [[ -n "$line" ]]; then
-            iniadd_literal "$NOVA_CONF" pci device_spec "${line#device_spec = }"
+            _gpu_p2p_ini_insert "$NOVA_CONF" pci "$line"
         fi
     done < <(tac <<<"$lines")
 }

@@ -17,9 +17,10 @@
 Measured on the stand-in driver (tests/fixtures/cuda/fake_cuda.c), where
 every GPU's memory is host memory and every copy a memcpy on this
 machine, and estimated for real GPUs from the bytes each run moves. Per
-ordered pair: host to GPU A once; then for each of the two paths B's
-buffer cleared (GPU-local), A into B (P2P), B back to the host, and one
-comparison on the host.
+ordered pair: host to GPU A once; then for each of the three paths
+(copy engine, SM stores, SM loads) B's buffer cleared (GPU-local), A
+into B (P2P), the host buffer poisoned (a host copy), B back to the
+host, and one comparison on the host.
 """
 
 import json
@@ -29,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from nova_gpu_p2p_guest import p2p_probe
 
 from tests.fixtures import fake_cuda
 
@@ -43,6 +46,8 @@ P2P_GBPS = {'NVLink 4 (H100 SXM)': 370.0, 'PCIe Gen5 x16': 50.0}
 #: GB/s of the host copies from pageable memory (no pinned buffers), a
 #: guest on PCIe Gen5: about a quarter of the link, on purpose low.
 HOST_GBPS = 12.0
+#: Transfers per ordered pair: one per path.
+PATHS = len(p2p_probe.PATHS)
 
 
 def _run_once(directory: str, gpus: int, mib: int) -> dict:
@@ -67,17 +72,20 @@ def _run_once(directory: str, gpus: int, mib: int) -> dict:
             'pairs': len(found['pairs'])}
 
 
-def _compare_seconds(size: int) -> float:
-    """One comparison of ``size`` bytes on this machine, best of three."""
+def _host_seconds(size: int) -> tuple[float, float]:
+    """One comparison and one poisoning of ``size`` bytes, best of three."""
     a, b = bytearray(os.urandom(size)), bytearray(size)
     b[:] = a
-    best = float('inf')
+    compare = poison = float('inf')
     for _ in range(3):
         start = time.perf_counter()
         if a != b:
             raise AssertionError('equal buffers compare unequal')
-        best = min(best, time.perf_counter() - start)
-    return best
+        middle = time.perf_counter()
+        b[:] = a
+        compare = min(compare, middle - start)
+        poison = min(poison, time.perf_counter() - middle)
+    return compare, poison
 
 
 def run(gpus: int = GPUS, mib: int = MIB, rounds: int = ROUNDS) -> dict:
@@ -85,9 +93,12 @@ def run(gpus: int = GPUS, mib: int = MIB, rounds: int = ROUNDS) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         runs = [_run_once(directory, gpus, mib) for _ in range(rounds)]
     pairs = gpus * (gpus - 1)
-    moved = {'host_to_gpu': pairs * size, 'gpu_to_gpu': 2 * pairs * size,
-             'gpu_to_host': 2 * pairs * size, 'gpu_local': 2 * pairs * size}
-    compare = _compare_seconds(size) * 2 * pairs
+    transfers = PATHS * pairs
+    moved = {'host_to_gpu': pairs * size, 'gpu_to_gpu': transfers * size,
+             'gpu_to_host': transfers * size, 'gpu_local': transfers * size,
+             'host_local': transfers * size}
+    compare, poison = (seconds * transfers
+                       for seconds in _host_seconds(size))
     start = time.perf_counter()
     os.urandom(size)
     random = time.perf_counter() - start
@@ -98,10 +109,11 @@ def run(gpus: int = GPUS, mib: int = MIB, rounds: int = ROUNDS) -> dict:
         'stand_in_wall_seconds': statistics.median(
             r['wall_seconds'] for r in runs),
         'bytes_moved': moved, 'compare_seconds': compare,
+        'poison_seconds': poison,
         'host_copy_seconds': host, 'random_seconds': random,
         'estimate_seconds': {
-            link: host + moved['gpu_to_gpu'] / gbps / 1e9 + compare + random
-            for link, gbps in P2P_GBPS.items()}}
+            link: host + moved['gpu_to_gpu'] / gbps / 1e9 + compare
+            + poison + random for link, gbps in P2P_GBPS.items()}}
 
 
 def print_result(result: dict) -> None:
@@ -118,10 +130,11 @@ def print_result(result: dict) -> None:
               moved[k] / 1e9 for k in ('gpu_to_gpu', 'host_to_gpu',
                                        'gpu_to_host', 'gpu_local')))
     print('  estimate on GPUs: host copies %.2f s at %g GB/s; as measured '
-          'here, the comparisons %.2f s and the run\'s random bytes %.2f s; '
-          'plus P2P:' % (result['host_copy_seconds'], HOST_GBPS,
-                         result['compare_seconds'],
-                         result['random_seconds']))
+          'here, the comparisons %.2f s, the poisoning %.2f s and the run\'s '
+          'random bytes %.2f s; plus P2P:' % (
+              result['host_copy_seconds'], HOST_GBPS,
+              result['compare_seconds'], result['poison_seconds'],
+              result['random_seconds']))
     for link, seconds in result['estimate_seconds'].items():
         print('    %-28s %6.2f s (P2P at %g GB/s)' % (
             link, seconds, P2P_GBPS[link]))

@@ -172,13 +172,19 @@ class Path(_ParsedType):
     """A file or directory name on one line: no control character.
 
     A NUL makes every file call raise ValueError; a newline comes from a
-    continuation line in nova.conf, never from a real path.
+    continuation line in nova.conf, never from a real path. An empty one
+    names nothing: left to run, it reads no file where the option's
+    default or search would have read one (``pci_ids_file =`` barred the
+    GPUs the system's database names).
     """
 
     TYPE_NAME = 'path'
 
     def __call__(self, value):
         text = str(value)
+        if not text:
+            raise ValueError('an empty path names no file: give one, or '
+                             'leave the option out for its default')
         if not text.isprintable():
             raise ValueError(f"{errors.quoted(value)} is not a path on one "
                              f"line (it holds a control character)")

@@ -30,7 +30,7 @@ import os
 import secrets
 import stat
 import sys
-from typing import Optional
+from typing import Optional, Union
 
 #: The mode of every file written, whatever the umask.
 FILE_MODE = 0o644
@@ -38,28 +38,39 @@ FILE_MODE = 0o644
 DIRECTORY_MODE = 0o755
 
 
-def write_output(path: str, text: str) -> bool:
-    """Write ASCII ``text`` to ``path``; OSError's strerror says why not.
+#: How many symbolic links a written path may pass through (Linux: 40).
+MAX_LINKS = 8
 
-    Returns whether a file now holds the text: False for a stream (standard
-    output, a pipe, a device), where the caller must not say it wrote one.
+
+def write_output(path: str, text: Union[str, bytes]) -> bool:
+    """Write ``text`` (ASCII, or bytes as they are) to ``path``.
+
+    OSError's strerror says why not. Returns whether a file now holds the
+    text: False for a stream (standard output, a pipe, a device), where
+    the caller must not say it wrote one.
 
     ``-`` is standard output. A FIFO or a character device, or a symbolic
     link to one (``/dev/stdout``), is written in place: replacing it would
     swap a pipe or /dev/null for a plain file. Such a stream is opened
     without blocking (a FIFO nobody reads is refused, not waited on), and
-    refused where another user planted it in a sticky directory that
-    others can write to (``/tmp``), as the kernel's ``protected_fifos``
-    refuses: that user would choose where root's output goes. Anything
+    refused where another user planted it (:func:`planted`). Anything
     else must be a regular file or nothing, and is replaced whole with a
     temp file made next to it, so a failure leaves the old file as it was.
-    A symbolic link to a regular file is refused, neither followed nor
-    replaced: following it would let whoever made the link choose which
-    file root overwrites, replacing it would silently undo the link.
+    A symbolic link to a regular file is followed only where no other
+    user could have made it (:func:`_through_links`: an administrator's
+    ``/etc/nccl.conf`` kept elsewhere); any other is refused, neither
+    followed nor replaced: following it would let whoever made the link
+    choose which file root overwrites, replacing it would silently undo
+    the link.
     """
-    data = text.encode('ascii')
+    data = text if isinstance(text, bytes) else text.encode('ascii')
     if path == '-':
-        sys.stdout.write(text)
+        sys.stdout.flush()
+        binary = getattr(sys.stdout, 'buffer', None)
+        if binary is None:  # a text stream only (tests, embedding)
+            sys.stdout.write(data.decode('ascii', 'backslashreplace'))
+        else:
+            binary.write(data)
         sys.stdout.flush()
         return False
     try:
@@ -69,7 +80,7 @@ def write_output(path: str, text: str) -> bool:
     if target is not None and _is_stream(target.st_mode):
         _write_in_place(path, data, target)
         return False
-    _replace(path, data)
+    _replace(_through_links(path), data)
     return True
 
 
@@ -77,24 +88,77 @@ def _is_stream(mode: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
-def _planted(path: str, st: os.stat_result) -> Optional[str]:
+def _kind(mode: int) -> str:
+    return ('a symbolic link' if stat.S_ISLNK(mode) else
+            'a FIFO' if stat.S_ISFIFO(mode) else
+            'a character device' if stat.S_ISCHR(mode) else
+            'a regular file' if stat.S_ISREG(mode) else 'a special file')
+
+
+def _planted_here(path: str, st: os.stat_result) -> Optional[str]:
     """Why ``st``, found at ``path``, is another user's plant, or None.
 
-    A name in a sticky directory that others may write to belongs to
-    whoever made it: unless that is this user or root, it is not ours to
-    write through (protected_fifos=2 counts group-writable ones too).
+    A name in a directory that others may write to (group or world,
+    sticky or not: protected_fifos=2 counts group-writable ones too) may
+    have been made by any of them: unless it belongs to this user or
+    root, it is not ours to write through.
     """
     uid = os.geteuid()
     if st.st_uid in (uid, 0):
         return None
     directory = os.stat(os.path.dirname(os.path.abspath(path)))
-    if not (directory.st_mode & stat.S_ISVTX
-            and directory.st_mode & (stat.S_IWOTH | stat.S_IWGRP)):
+    if not directory.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
         return None
-    kind = ('a symbolic link' if stat.S_ISLNK(st.st_mode) else
-            'a FIFO' if stat.S_ISFIFO(st.st_mode) else 'a character device')
     return ('%s owned by uid %d, not by this user (uid %d) or root, in a '
-            'sticky directory others can write to' % (kind, st.st_uid, uid))
+            '%sdirectory others can write to' % (
+                _kind(st.st_mode), st.st_uid, uid,
+                'sticky ' if directory.st_mode & stat.S_ISVTX else ''))
+
+
+def planted(path: str) -> Optional[str]:
+    """Why another user may have chosen what writing ``path`` reaches.
+
+    The rule for every name written in place (a stream, the console):
+    the name itself, and where its links lead, must each pass
+    :func:`_planted_here`. None where they do, or where nothing is there.
+    """
+    try:
+        names = [(path, os.lstat(path))]
+        real = os.path.realpath(path)
+        if real != os.path.abspath(path):
+            names.append((real, os.stat(path)))
+        for name, st in names:
+            why = _planted_here(name, st)
+            if why:
+                return why
+    except FileNotFoundError:
+        return None
+    return None
+
+
+def _through_links(path: str) -> str:
+    """Where ``path`` leads through links no other user could have made.
+
+    A link is followed where it belongs to this user or root and lies in
+    a directory no other user can swap names in (:func:`_unsafe`); the
+    first name that is no link is returned. Any other link is refused.
+    """
+    for _ in range(MAX_LINKS):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return path
+        if not stat.S_ISLNK(st.st_mode):
+            return path
+        uid = os.geteuid()
+        directory = os.path.dirname(os.path.abspath(path))
+        why = (_unsafe(os.stat(directory)) if st.st_uid in (uid, 0) else
+               'owned by uid %d, not by this user (uid %d) or root' % (
+                   st.st_uid, uid))
+        if why:
+            raise _refused(path, 'a symbolic link, not followed: %s' % why)
+        path = os.path.join(directory, os.readlink(path))
+    raise _refused(path, 'more than %d symbolic links' % MAX_LINKS)
 
 
 def _refused(path: str, why: str) -> OSError:
@@ -116,13 +180,11 @@ def _write_in_place(path: str, data: bytes,
     """Write into the pipe or device ``path`` names; never make a file.
 
     ``target`` is what ``path`` led to when checked; the link itself and
-    the stream it leads to must both pass :func:`_planted`.
+    the stream it leads to must both pass :func:`planted`.
     """
-    for name, st in ((path, os.lstat(path)),
-                     (os.path.realpath(path), target)):
-        why = _planted(name, st)
-        if why:
-            raise _refused(path, why)
+    why = planted(path)
+    if why:
+        raise _refused(path, why)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC
                      | os.O_NONBLOCK)

@@ -24,8 +24,9 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import sys
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Pattern, Sequence
 
 from nova_gpu_p2p_guest import atomic_file
 from nova_gpu_p2p_guest import description
@@ -36,10 +37,17 @@ from nova_gpu_p2p_guest import nccl_env
 from nova_gpu_p2p_guest import nccl_tree
 from nova_gpu_p2p_guest import nccl_xml
 from nova_gpu_p2p_guest import p2p_verify
+from nova_gpu_p2p_guest import watchdog
 
 DEFAULT_OUTPUT = '/var/run/nvidia-topologyd/virtualTopology.xml'
 NO_TOPOLOGY = 'no GPU P2P topology for this instance'
 PROG = 'nova-gpu-p2p-guest'
+#: ``--mib``'s most: 3 host buffers of it, 2 on each GPU.
+MAX_MIB = 65536
+#: The longest bound of a CUDA call: a day.
+MAX_SECONDS = 86400
+_WHOLE = re.compile('[0-9]{1,9}')
+_SECONDS = re.compile(r'[0-9]{1,9}(\.[0-9]{1,9})?')
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,17 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
             'NICs from the host topology the cloud passes through QEMU '
             'fw_cfg (%s).' % fw_cfg.ENTRY_NAME))
     parser.add_argument(
-        '--sysfs-root', metavar='DIR', default='/sys',
+        '--sysfs-root', metavar='DIR', type=_name, default='/sys',
         help='read DIR as /sys (default: /sys; the qemu_fw_cfg module is '
              'loaded when needed only there)')
     parser.add_argument(
-        '--fw-cfg', metavar='FILE',
+        '--fw-cfg', metavar='FILE', type=_name,
         help='read the fw_cfg entry text from FILE instead of sysfs')
     parser.add_argument(
-        '--proc-root', metavar='DIR', default='/proc',
+        '--proc-root', metavar='DIR', type=_name, default='/proc',
         help='read DIR as /proc, for the CPU type (default: /proc)')
     parser.add_argument(
-        '--output', metavar='FILE', default=DEFAULT_OUTPUT,
+        '--output', metavar='FILE', type=_name, default=DEFAULT_OUTPUT,
         help='where to write the NCCL topology, "-" for standard output '
              '(default: %s)' % DEFAULT_OUTPUT)
     parser.add_argument(
@@ -71,62 +79,84 @@ def build_parser() -> argparse.ArgumentParser:
         'verify-p2p', help='prove GPU P2P on the data path',
         description=(
             'Write data from every GPU into every peer CUDA says it can '
-            'access, by copy engine and by SM stores, read it back on the '
-            'peer and compare, every CUDA call under a time bound. On a '
-            'failure set NCCL_P2P_DISABLE=1 in the NCCL config file, say '
-            'which pairs failed on standard error and the console, and '
-            'exit 1. Without a driver or with fewer than two GPUs: one '
-            'line, exit 0.'))
-    _positive = _bounded(float, 0.1)
+            'access, by copy engine, by SM stores and by the peer\'s SM '
+            'loads, read it back on the peer and compare, every CUDA call '
+            'under a time bound. On a failure set NCCL_P2P_DISABLE=1 in '
+            'the NCCL config file, say which pairs failed on standard '
+            'error and the console, and exit 1. Without a driver or with '
+            'fewer than two GPUs: one line, exit 0.'))
+    verify.set_defaults(usage_error=verify.error)
+    seconds = _bounded(_SECONDS, 0.1, MAX_SECONDS, 'number')
     verify.add_argument(
-        '--result', metavar='FILE', default=p2p_verify.DEFAULT_RESULT,
+        '--result', metavar='FILE', type=_name,
+        default=p2p_verify.DEFAULT_RESULT,
         help='where to write the result as JSON, "-" for standard output '
              '(default: %s)' % p2p_verify.DEFAULT_RESULT)
     verify.add_argument(
-        '--nccl-conf', metavar='FILE', default=p2p_verify.DEFAULT_NCCL_CONF,
+        '--nccl-conf', metavar='FILE', type=_name,
+        default=p2p_verify.DEFAULT_NCCL_CONF,
         help='the NCCL config file to turn P2P off in (default: %s)'
              % p2p_verify.DEFAULT_NCCL_CONF)
     verify.add_argument(
-        '--console', metavar='FILE', default=p2p_verify.DEFAULT_CONSOLE,
+        '--console', metavar='FILE', type=_name,
+        default=p2p_verify.DEFAULT_CONSOLE,
         help='where failures are also written, if it exists (default: %s)'
              % p2p_verify.DEFAULT_CONSOLE)
     verify.add_argument(
-        '--library', metavar='FILE', default=p2p_verify.DEFAULT_LIBRARY,
+        '--library', metavar='FILE', type=_name,
+        default=p2p_verify.DEFAULT_LIBRARY,
         help='the CUDA driver library (default: %s)'
              % p2p_verify.DEFAULT_LIBRARY)
     verify.add_argument(
-        '--mib', metavar='N', type=_bounded(int, 1), default=64,
-        help='MiB moved per pair, direction and path (default: 64)')
+        '--mib', metavar='N', default=64,
+        type=_bounded(_WHOLE, 1, MAX_MIB, 'whole number'),
+        help='MiB moved per pair, direction and path, at most %d; each '
+             'GPU holds two buffers of it (default: 64)' % MAX_MIB)
     verify.add_argument(
-        '--timeout', metavar='SECONDS', type=_positive, default=10.0,
+        '--timeout', metavar='SECONDS', type=seconds, default=10.0,
         help='how long a data-path CUDA call may take (default: 10)')
     verify.add_argument(
-        '--setup-timeout', metavar='SECONDS', type=_positive, default=120.0,
+        '--setup-timeout', metavar='SECONDS', type=seconds, default=120.0,
         help='how long a setup call (driver start, contexts, kernel '
              'compilation, allocation) may take (default: 120)')
     return parser
 
 
-def _bounded(kind: type, least: float) -> Callable[[str], object]:
-    """An argparse type: ``kind`` of the text, at least ``least``."""
-    def parse(text: str) -> object:
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or value < least:
+def _bounded(spelling: Pattern[str], least: float, most: float,
+             noun: str) -> Callable[[str], float]:
+    """An argparse type: a number spelled in ASCII, ``least`` to ``most``.
+
+    ASCII digits only, as every number the product reads: ``float()``
+    and ``int()`` would take ``nan``, ``inf``, ``1e10``, ``1_0`` and
+    other scripts' digits.
+    """
+    def parse(text: str) -> float:
+        value = float(text) if spelling.fullmatch(text) else None
+        if value is None or not least <= value <= most:
             raise argparse.ArgumentTypeError(
-                '%r is not a %s of at least %g' % (
-                    text, 'number' if kind is float else 'whole number',
-                    least))
-        return value
+                '%s is not a %s from %g to %g' % (
+                    errors.quoted(text), noun, least, most))
+        return int(value) if spelling is _WHOLE else value
     return parse
 
 
+def _name(text: str) -> str:
+    """An argparse type: a file name, not empty and on one line."""
+    if not text or not text.isprintable():
+        raise argparse.ArgumentTypeError(
+            '%s is not a file name: give a non-empty name without control '
+            'characters' % errors.quoted(text))
+    return text
+
+
 def verify_p2p(args: argparse.Namespace) -> int:
-    result = p2p_verify.verify(
-        args.library, args.mib << 20,
-        p2p_verify.Bounds(args.setup_timeout, args.timeout))
+    try:
+        result = p2p_verify.verify(
+            args.library, args.mib << 20,
+            watchdog.Bounds(args.setup_timeout, args.timeout))
+    except p2p_verify.UsageError as exc:
+        args.usage_error('argument %s: %s' % (exc.option, errors.one_line(
+            str(exc))))
     return p2p_verify.report(result, args.result, args.nccl_conf,
                              args.console, PROG)
 

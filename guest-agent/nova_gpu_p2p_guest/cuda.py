@@ -47,6 +47,7 @@ PROTOTYPES = {
     'cuDeviceGetName': (ctypes.c_char_p, ctypes.c_int, ctypes.c_int),
     'cuDeviceGetPCIBusId': (ctypes.c_char_p, ctypes.c_int, ctypes.c_int),
     'cuDeviceCanAccessPeer': (_INT_P, ctypes.c_int, ctypes.c_int),
+    'cuDeviceTotalMem_v2': (ctypes.POINTER(_SIZE), ctypes.c_int),
     'cuDevicePrimaryCtxRetain': (ctypes.POINTER(_P), ctypes.c_int),
     'cuCtxSetCurrent': (_P,),
     'cuCtxSynchronize': (),
@@ -73,8 +74,16 @@ class CudaError(Exception):
         self.code = code
 
 
+class NotADriver(Exception):
+    """The library loads but lacks the driver API's symbols."""
+
+
 class Driver:
-    """libcuda.so.1, loaded; OSError where it cannot be."""
+    """libcuda.so.1, loaded; OSError where it cannot be.
+
+    :class:`NotADriver` where it loads and is no CUDA driver (the Python
+    binary itself is what ``ctypes.CDLL('')`` loads).
+    """
 
     def __init__(self, library: str,
                  before_call: Callable[[str], None] = lambda name: None
@@ -83,7 +92,11 @@ class Driver:
         self._before_call = before_call
         self._functions = {}
         for name, argtypes in PROTOTYPES.items():
-            function = getattr(self._lib, name)  # AttributeError: too old
+            try:
+                function = getattr(self._lib, name)
+            except AttributeError:
+                raise NotADriver('%s has no %s: not a CUDA driver library'
+                                 % (library, name))
             function.argtypes = argtypes
             function.restype = ctypes.c_int
             self._functions[name] = function
@@ -119,6 +132,12 @@ class Driver:
         buffer = ctypes.create_string_buffer(256)
         self.call(name, buffer, len(buffer), device)
         return buffer.value.decode('ascii', 'replace')
+
+    def total_memory(self, device: int) -> int:
+        """``device``'s memory in bytes."""
+        size = _SIZE()
+        self.call('cuDeviceTotalMem_v2', ctypes.byref(size), device)
+        return size.value
 
     def mem_alloc(self, size: int) -> int:
         pointer = _PTR()

@@ -23,10 +23,12 @@ bound kills it and knows the pair, the path and the call.
 
 For every ordered pair (A, B) it is given: fill A's buffer with this
 run's random bytes, rotated by an offset of the pair's own; clear B's
-buffer; move A's buffer into B's once by a copy-engine peer copy
-(cuMemcpyPeer) and once by A's SMs storing through the peer mapping
-(:data:`PTX`); each time read B's buffer back through B's own context
-and compare it with what A held.
+buffer; move A's buffer into B's three ways: by a copy-engine peer copy
+(cuMemcpyPeer), by A's SMs storing through the peer mapping, and by B's
+SMs loading through it (:data:`PTX`; NCCL reads from peers where
+``NCCL_P2P_READ_ENABLE`` is on, the default on some NVLink systems);
+each time poison the host buffer, read B's buffer back into it through
+B's own context and compare it with what A held.
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ from typing import Dict, List, Optional, Tuple
 
 from nova_gpu_p2p_guest import cuda
 
-#: The SM path's kernel: ``count`` 16-byte words from ``src`` (local) to
-#: ``dst`` (the peer's memory, through the mapping cuCtxEnablePeerAccess
-#: made), a grid-stride loop, then a system-wide fence. PTX, which the
+#: The SM paths' kernel: ``count`` 16-byte words from ``src`` to ``dst``,
+#: one of them the peer's memory (through the mapping
+#: cuCtxEnablePeerAccess made): launched on the writer's GPU it stores
+#: into the peer, on the reader's it loads from the peer. A grid-stride
+#: loop, then a system-wide fence. PTX, which the
 #: driver compiles for whatever GPU it has (ISA 6.0, sm_60 and newer), so
 #: the image needs no compiler.
 KERNEL = 'nova_p2p_store'
@@ -93,7 +97,11 @@ BLOCK = 256
 #: The paths, as the result names them.
 COPY_ENGINE = 'copy_engine'
 SM_STORES = 'sm_stores'
-PATHS = (COPY_ENGINE, SM_STORES)
+SM_LOADS = 'sm_loads'
+PATHS = (COPY_ENGINE, SM_STORES, SM_LOADS)
+#: The status of SM loads where the reader cannot map the writer's
+#: memory: nothing NCCL could do there to check.
+UNREADABLE = 'not_peer_capable'
 #: What B's buffer holds before each write: data that never arrived
 #: reads back as this.
 CLEARED = 0xA5
@@ -118,22 +126,29 @@ def rotation(src: int, dst: int, size: int) -> int:
     return (4 + 16 * 1021 * (src * 64 + dst)) % size
 
 
-def compare(got: bytearray, want: bytearray, rotated: int
-            ) -> Optional[str]:
+#: Every byte's complement: the poison is what was wanted, inverted, so
+#: that no byte of a read-back that copied nothing can pass.
+INVERT = bytes(255 - i for i in range(256))
+
+
+def compare(got: bytearray, want: bytearray, rotated: int,
+            poison: bytes = b'') -> Optional[str]:
     """None where equal; otherwise how much differs, and where first.
 
     Where first: an offset into the owner's buffer, which holds ``want``
-    rotated by ``rotated`` bytes.
+    rotated by ``rotated`` bytes. ``poison``: what ``got`` held before the
+    read-back.
     """
     if got == want:
         return None
-    bad, untouched, first = 0, 0, None
+    bad, untouched, unread, first = 0, 0, 0, None
     cleared = bytes([CLEARED]) * CHUNK
     for start in range(0, len(want), CHUNK):
         chunk, expected = got[start:start + CHUNK], want[start:start + CHUNK]
         if chunk != expected:
             bad += 1
             untouched += chunk == cleared[:len(chunk)]
+            unread += chunk == poison[start:start + CHUNK]
             if first is None:
                 first = start + next(i for i, (a, b) in enumerate(
                     zip(chunk, expected)) if a != b)
@@ -141,6 +156,10 @@ def compare(got: bytearray, want: bytearray, rotated: int
     if untouched == chunks:
         return ('nothing arrived: the owner reads back its cleared buffer '
                 '(the writes went somewhere it never reads)')
+    if unread == chunks:
+        return ('the read-back copied nothing: the host buffer still holds '
+                'the poison written before it, although the copy answered '
+                'success')
     return ('%d of %d chunks of %d KiB differ, the first at byte %d of the '
             'buffer' % (bad, chunks, CHUNK // 1024,
                         (first - rotated) % len(want)))
@@ -166,14 +185,17 @@ def peer_pairs(driver: cuda.Driver, count: int) -> List[List[int]]:
 class Probe:
     """The GPUs, their contexts and buffers, and the checks of pairs."""
 
-    def __init__(self, driver: cuda.Driver, size: int) -> None:
+    def __init__(self, driver: cuda.Driver, size: int,
+                 peers: List[List[int]]) -> None:
         self.driver = driver
         self.size = size
+        self.peers = peers
         self.contexts: Dict[int, int] = {}
         self.functions: Dict[int, int] = {}
         self.buffers: Dict[int, Tuple[int, int]] = {}
         self.enabled: set = set()
         self.base = bytearray(os.urandom(size))
+        self.poison = bytes(self.base.translate(INVERT))
         self.got = bytearray(size)
         self._base_at = _address(self.base)
         self._got_at = _address(self.got)
@@ -203,7 +225,7 @@ class Probe:
         self.enabled.add((src, dst))
 
     def check_pair(self, src: int, dst: int) -> None:
-        """Both paths from ``src`` into ``dst``, one event each.
+        """Every path from ``src`` into ``dst``, one event each.
 
         The run's bytes go to A's buffer rotated by the pair's offset and
         come back from B's rotated back, in two pieces each way, so that
@@ -215,11 +237,15 @@ class Probe:
         _, target = self.buffers[dst]
         loaded = False
         for path in PATHS:
+            if path == SM_LOADS and [dst, src] not in self.peers:
+                emit(pair=[src, dst], path=path, status=UNREADABLE,
+                     detail='CUDA says GPU %d cannot access GPU %d: no peer '
+                     'reads this way' % (dst, src))
+                continue
             emit(begin=[src, dst], path=path)
             try:
-                self.enable(src, dst)
-                d.call('cuCtxSetCurrent', self.contexts[src])
                 if not loaded:
+                    d.call('cuCtxSetCurrent', self.contexts[src])
                     d.call('cuMemcpyHtoD_v2', source, self._base_at + k,
                            n - k)
                     d.call('cuMemcpyHtoD_v2', source + n - k, self._base_at,
@@ -229,16 +255,8 @@ class Probe:
                 d.call('cuCtxSetCurrent', self.contexts[dst])
                 d.call('cuMemsetD8_v2', target, CLEARED, n)
                 d.call('cuCtxSynchronize')
-                d.call('cuCtxSetCurrent', self.contexts[src])
-                start = time.perf_counter()
-                if path == COPY_ENGINE:
-                    d.call('cuMemcpyPeer', target, self.contexts[dst],
-                           source, self.contexts[src], n)
-                else:
-                    d.launch(self.functions[src], GRID, BLOCK,
-                             [source, target, n // 16])
-                d.call('cuCtxSynchronize')
-                seconds = time.perf_counter() - start
+                seconds = self._move(path, src, dst, source, target)
+                self.got[:] = self.poison
                 d.call('cuCtxSetCurrent', self.contexts[dst])
                 d.call('cuMemcpyDtoH_v2', self._got_at + k, target, n - k)
                 d.call('cuMemcpyDtoH_v2', self._got_at, target + n - k, k)
@@ -246,18 +264,58 @@ class Probe:
                 emit(pair=[src, dst], path=path, status='failed',
                      detail=str(exc))
                 continue
-            wrong = compare(self.got, self.base, k)
+            wrong = compare(self.got, self.base, k, self.poison)
             emit(pair=[src, dst], path=path,
                  status='failed' if wrong else 'passed', bytes=n,
                  seconds=round(seconds, 6),
                  gbps=round(n / seconds / 1e9, 2) if seconds > 0 else None,
                  detail=wrong)
 
+    def _move(self, path: str, src: int, dst: int, source: int,
+              target: int) -> float:
+        """``source`` (on ``src``) into ``target`` (on ``dst``); seconds."""
+        d, n = self.driver, self.size
+        # The GPU whose engine or SMs do the work, and whose mapping of
+        # the other's memory they use.
+        actor, peer = (dst, src) if path == SM_LOADS else (src, dst)
+        self.enable(actor, peer)
+        d.call('cuCtxSetCurrent', self.contexts[actor])
+        start = time.perf_counter()
+        if path == COPY_ENGINE:
+            d.call('cuMemcpyPeer', target, self.contexts[dst],
+                   source, self.contexts[src], n)
+        else:
+            d.launch(self.functions[actor], GRID, BLOCK,
+                     [source, target, n // 16])
+        d.call('cuCtxSynchronize')
+        return time.perf_counter() - start
+
+
+def _too_small(driver: cuda.Driver, gpus: List[dict], size: int
+               ) -> Optional[str]:
+    """Why a GPU cannot hold the two buffers of ``size``; None if all can.
+
+    A size past the GPU's memory is the caller's mistake, not a fault of
+    P2P: it must not turn P2P off.
+    """
+    for gpu in gpus:
+        total = driver.total_memory(gpu['index'])
+        if 2 * size > total:
+            return ('%d MiB: the check needs two buffers of that size on '
+                    'each GPU, and GPU %d (%s) has %d MiB' % (
+                        size >> 20, gpu['index'], gpu['pci_bus_id'],
+                        total >> 20))
+    return None
+
 
 def run(request: dict) -> None:
     """Everything the request asks, as events; see :mod:`.p2p_verify`."""
-    driver = cuda.load(request['library'],
-                       lambda name: emit(call=name))
+    try:
+        driver = cuda.load(request['library'],
+                           lambda name: emit(call=name))
+    except cuda.NotADriver as exc:
+        emit(refuse=str(exc), option='--library')
+        return
     if driver is None:
         emit(skip='no NVIDIA driver: %s does not load' % request['library'])
         return
@@ -277,7 +335,17 @@ def run(request: dict) -> None:
     emit(gpus=gpus, peers=peers,
          driver_version=driver.out_int('cuDriverGetVersion'))
     pairs = request['pairs'] if request['pairs'] is not None else peers
-    probe = Probe(driver, request['bytes'])
+    too_small = _too_small(driver, gpus, request['bytes'])
+    if too_small:
+        emit(refuse=too_small, option='--mib')
+        return
+    try:
+        probe = Probe(driver, request['bytes'], peers)
+    except MemoryError:
+        emit(refuse='%d MiB three times over (the data, its poison and the '
+             'read-back) is more host memory than this process can have'
+             % (request['bytes'] >> 20), option='--mib')
+        return
     for device in sorted({g for pair in pairs for g in pair}):
         probe.set_up(device)
     emit(ready=True)

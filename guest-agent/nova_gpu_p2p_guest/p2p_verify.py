@@ -18,9 +18,9 @@ CUDA's peer checks and ``nvidia-smi topo -p2p r`` can say OK while peer
 writes land in a private mirror the owner never reads (NVIDIA/nccl#2335)
 or arrive corrupted: only data written by one GPU and read back on the
 other shows it. :mod:`.p2p_probe` moves the data, in a child process
-this module watches: a CUDA call silent for longer than its bound is a
-hang, reported with its pair, path and call, and the child is killed;
-the pairs that do not involve the GPUs that stopped answering are then
+:mod:`.watchdog` watches: a CUDA call that has not returned within its
+bound is a hang, reported with its pair, path and call, and the child is
+killed; the pairs that do not involve the GPUs that stopped answering are then
 checked by a fresh child.
 
 A failure turns NCCL's P2P off in this instance (:mod:`.nccl_conf`),
@@ -35,17 +35,16 @@ from __future__ import annotations
 import json
 import os
 import select
-import subprocess
 import sys
-import tempfile
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, TextIO, Tuple
 
 from nova_gpu_p2p_guest import atomic_file
 from nova_gpu_p2p_guest import errors
 from nova_gpu_p2p_guest import input_file
 from nova_gpu_p2p_guest import nccl_conf
 from nova_gpu_p2p_guest import p2p_probe
+from nova_gpu_p2p_guest import watchdog
 
 DEFAULT_RESULT = '/var/run/nvidia-topologyd/p2p-verification.json'
 DEFAULT_NCCL_CONF = '/etc/nccl.conf'
@@ -53,96 +52,26 @@ DEFAULT_CONSOLE = '/dev/console'
 DEFAULT_LIBRARY = 'libcuda.so.1'
 FORMAT_VERSION = 1
 PATH_NAMES = {p2p_probe.COPY_ENGINE: 'copy engine',
-              p2p_probe.SM_STORES: 'SM stores'}
-#: How long a killed child may take to go (a process stuck in the driver
-#: may never): then it is left behind, and said so.
-REAP_SECONDS = 5.0
+              p2p_probe.SM_STORES: 'SM stores',
+              p2p_probe.SM_LOADS: 'SM loads'}
+#: A path's statuses that are no failure.
+FINE = ('passed', p2p_probe.UNREADABLE)
+#: How long the console may take no output before the rest is dropped.
+CONSOLE_STALL_SECONDS = 2.0
 
 Pair = Tuple[int, int]
 
 
-class Bounds:
-    """How long each kind of CUDA call may stay silent, in seconds."""
+class UsageError(Exception):
+    """An option this guest cannot run the check with: a usage error.
 
-    def __init__(self, setup: float, transfer: float) -> None:
-        self.setup = setup
-        self.transfer = transfer
-
-
-def _spawn(request: dict, stderr: object) -> subprocess.Popen:
-    """The probe as ``python -m``, finding this very package."""
-    env = dict(os.environ)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env['PYTHONPATH'] = os.pathsep.join(
-        [here] + [p for p in [env.get('PYTHONPATH')] if p])
-    return subprocess.Popen(
-        [sys.executable, '-m', p2p_probe.__name__, json.dumps(request)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
-        env=env, close_fds=True)
-
-
-def watch(request: dict, bounds: Bounds
-          ) -> Tuple[List[dict], Optional[dict]]:
-    """The probe's events, and how it stopped early (None: it finished).
-
-    How: ``{'status': 'hung' or 'failed', 'detail': why}``.
-
-    Setup calls (cuInit, contexts, PTX compilation, allocation) get
-    ``bounds.setup``; once the probe is ready every call gets
-    ``bounds.transfer``. The bound counts from the call's start.
+    Nothing is checked and nothing turned off; the command line says so
+    as argparse says it (exit status 2).
     """
-    events: List[dict] = []
-    call, ready, pending = 'starting the probe', False, b''
-    with tempfile.TemporaryFile() as stderr:
-        child = _spawn(request, stderr)
-        fd = child.stdout.fileno()
-        try:
-            while True:
-                bound = bounds.transfer if ready else bounds.setup
-                if not select.select([fd], [], [], bound)[0]:
-                    return events, {'status': 'hung', 'detail': _kill(
-                        child, '%s did not return within %g s' % (
-                            call, bound))}
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                lines = (pending + chunk).split(b'\n')
-                pending = lines.pop()
-                for line in lines:
-                    try:
-                        event = json.loads(line.decode('utf-8'))
-                    except ValueError:  # not the probe's: the driver's
-                        continue
-                    if not isinstance(event, dict):
-                        continue
-                    if 'call' in event:
-                        call = event['call']
-                        continue
-                    ready = ready or bool(event.get('ready'))
-                    events.append(event)
-            status = child.wait()
-            if any(_ended(e) for e in events):
-                return events, None
-            stderr.seek(0)
-            said = stderr.read()[-500:].decode('utf-8', 'replace').strip()
-            return events, {'status': 'failed', 'detail': (
-                'the probe died in %s (exit status %s)%s' % (
-                    call, status, ': ' + said if said else ''))}
-        finally:
-            child.stdout.close()
 
-
-def _ended(event: dict) -> bool:
-    return bool(event.get('done') or 'skip' in event or 'error' in event)
-
-
-def _kill(child: subprocess.Popen, why: str) -> str:
-    child.kill()
-    try:
-        child.wait(REAP_SECONDS)
-    except subprocess.TimeoutExpired:
-        why += '; its process %d did not exit when killed' % child.pid
-    return why
+    def __init__(self, option: str, why: str) -> None:
+        super().__init__(why)
+        self.option = option
 
 
 def _gpu(gpus: List[dict], index: int) -> str:
@@ -154,7 +83,8 @@ def _gpu(gpus: List[dict], index: int) -> str:
 class Check:
     """One run of the check: its pairs, what each path gave, problems."""
 
-    def __init__(self, library: str, size: int, bounds: Bounds) -> None:
+    def __init__(self, library: str, size: int,
+                 bounds: watchdog.Bounds) -> None:
         self.library = library
         self.size = size
         self.bounds = bounds
@@ -169,7 +99,7 @@ class Check:
     def run(self) -> None:
         pairs: Optional[List[Pair]] = None
         while True:
-            events, stopped = watch(
+            events, stopped = watchdog.watch(
                 {'library': self.library, 'bytes': self.size,
                  'pairs': pairs}, self.bounds)
             where = self._take(events)
@@ -199,6 +129,8 @@ class Check:
                 self.driver_version = event['driver_version']
             elif 'skip' in event:
                 self.skip = event['skip']
+            elif 'refuse' in event:
+                raise UsageError(event['option'], event['refuse'])
             elif 'error' in event:
                 self.problems.append(event['error'])
             elif 'begin' in event:
@@ -227,22 +159,27 @@ class Check:
         return entries
 
     def failures(self, entries: List[dict]) -> List[str]:
-        """One line per failed pair, naming it and each failed path."""
+        """One line per failed pair, naming it and each failed path.
+
+        One line whatever the driver said (a fault handler's stack):
+        these go to NCCL's config, the journal and the console.
+        """
         lines = []
         for entry in entries:
             bad = ['%s %s: %s' % (PATH_NAMES[path],
                                   entry[path]['status'].replace('_', ' '),
                                   entry[path].get('detail', ''))
                    for path in p2p_probe.PATHS
-                   if entry[path]['status'] != 'passed']
+                   if entry[path]['status'] not in FINE]
             if bad:
                 lines.append('%s -> %s: %s' % (
                     _gpu(self.gpus, entry['src']),
                     _gpu(self.gpus, entry['dst']), '; '.join(bad)))
-        return lines + self.problems if self.gpus else self.problems
+        lines = lines + self.problems if self.gpus else self.problems
+        return [errors.one_line(line) for line in lines]
 
 
-def verify(library: str, size: int, bounds: Bounds) -> dict:
+def verify(library: str, size: int, bounds: watchdog.Bounds) -> dict:
     """Run the check; the result, as the JSON file has it."""
     started = time.time()
     clock = time.monotonic()
@@ -278,41 +215,56 @@ def verify(library: str, size: int, bounds: Bounds) -> dict:
     return result
 
 
-def _console(path: str, lines: List[str]) -> None:
-    """Each line on the console; no console is no error (stderr has them).
+def _console(path: str, lines: List[str]) -> Optional[str]:
+    """Each line on the console; why not, where it could not take them all.
 
-    Opened without O_CREAT: where ``path`` is missing nothing is made; and
-    without waiting: a FIFO nobody reads is refused, not waited on.
+    No console is no error (stderr has the lines). Opened without O_CREAT:
+    where ``path`` is missing nothing is made; refused where another user
+    could have chosen what it reaches (:func:`atomic_file.planted`); and
+    never waited on: a FIFO nobody reads is refused, and a console that
+    takes nothing for :data:`CONSOLE_STALL_SECONDS` (stopped by XOFF, a
+    hung serial line) is left with what it took.
     """
+    why = atomic_file.planted(path)
+    if why:
+        return 'refusing %s: %s' % (path, why)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY
                      | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
-        return
+        return None
     try:
-        os.set_blocking(fd, True)
-        with open(fd, 'w', closefd=False) as f:
-            for line in lines:
-                f.write(line + '\n')
+        data = memoryview(''.join(line + '\n' for line in lines).encode(
+            'utf-8', 'backslashreplace'))
+        while data:
+            try:
+                data = data[os.write(fd, data):]
+            except BlockingIOError:
+                if not select.select([], [fd], [], CONSOLE_STALL_SECONDS)[1]:
+                    return '%s took no output for %g s; %d bytes left ' \
+                           'unwritten' % (path, CONSOLE_STALL_SECONDS,
+                                          len(data))
     except OSError:
         pass
     finally:
         os.close(fd)
+    return None
 
 
 def _nccl_conf(path: str, failures: Optional[List[str]], when: str
                ) -> Optional[str]:
     """Rewrite ``path``: P2P off, or the agent's old lines gone.
 
-    None where nothing changes, else what was done.
+    None where nothing changes, else what was done. The file is read and
+    written as bytes (:mod:`.nccl_conf`), up to a document's size.
     """
     try:
-        old = input_file.read_text(path, input_file.MAX_ATTRIBUTE)
+        old = input_file.read_bytes(path, input_file.MAX_DOCUMENT)
     except FileNotFoundError:
-        old = ''
-    except (OSError, UnicodeDecodeError) as exc:
+        old = b''
+    except OSError as exc:
         raise errors.Problem('cannot read %s: %s' % (
-            path, getattr(exc, 'strerror', None) or exc))
+            path, exc.strerror or exc))
     if failures is None:
         new = nccl_conf.without_ours(old)
         done = 'removed the NCCL_P2P_DISABLE an earlier check set in %s'
@@ -323,9 +275,9 @@ def _nccl_conf(path: str, failures: Optional[List[str]], when: str
         return None
     try:
         atomic_file.write_output(path, new)
-    except (OSError, UnicodeEncodeError) as exc:
+    except OSError as exc:
         raise errors.Problem('cannot write %s: %s' % (
-            path, getattr(exc, 'strerror', None) or exc))
+            path, exc.strerror or exc))
     return done % path
 
 
@@ -334,38 +286,48 @@ def report(result: dict, result_path: str, nccl_conf_path: str,
     """Act on the result; the exit status (1: P2P failed).
 
     On a failure the lines go out even where the NCCL config cannot be
-    written: then they say that P2P is still on.
+    written: then they say that P2P is still on. NCCL's config first, the
+    result file next, then standard error and the console, which may be
+    slow: neither can keep the others from being written. Every line is
+    one line (:func:`errors.one_line`) and starts with ``prog``.
     """
     status = result['status']
     out = sys.stderr if result_path == '-' else sys.stdout
     disabled = False
-    if status == 'skipped':
-        print('%s: verify-p2p skipped: %s' % (prog, result['reason']),
-              file=out)
+    lines: List[str] = []
     if status == 'failed':
-        lines = ['%s: GPU P2P FAILED: %s' % (prog, failure)
+        lines = ['GPU P2P FAILED: %s' % failure
                  for failure in result['failures']]
         try:
             done = _nccl_conf(nccl_conf_path, result['failures'],
                               result['started'])
             disabled = True
-            lines.append('%s: %s; the result is in %s' % (
-                prog, done or 'NCCL_P2P_DISABLE=1 was already first in %s'
+            lines.append('%s; the result is in %s' % (
+                done or 'NCCL_P2P_DISABLE=1 was already first in %s'
                 % nccl_conf_path, result_path))
         except errors.Problem as exc:
-            lines.append('%s: NCCL P2P is NOT turned off: %s' % (prog, exc))
-        for line in lines:
-            print(line, file=sys.stderr)
-        _console(console, lines)
+            lines.append('NCCL P2P is NOT turned off: %s' % exc)
     result['nccl_p2p_disabled_by_this_check'] = disabled
     _write_result(result_path, result)
+    lines = ['%s: %s' % (prog, errors.one_line(line)) for line in lines]
+    if status == 'skipped':
+        _say(prog, 'verify-p2p skipped: %s' % result['reason'], out)
+    for line in lines:
+        print(line, file=sys.stderr)
+    if lines:
+        why = _console(console, lines)
+        if why:
+            _say(prog, 'console: %s' % why, sys.stderr)
     if status == 'passed':
         done = _nccl_conf(nccl_conf_path, None, result['started'])
         if done:
-            print('%s: %s' % (prog, done), file=out)
-        print('%s: GPU P2P verified: %s' % (prog, _summary(result)),
-              file=out)
+            _say(prog, done, out)
+        _say(prog, 'GPU P2P verified: %s' % _summary(result), out)
     return 1 if status == 'failed' else 0
+
+
+def _say(prog: str, text: str, out: TextIO) -> None:
+    print('%s: %s' % (prog, errors.one_line(text)), file=out)
 
 
 def _write_result(path: str, result: dict) -> None:
@@ -381,10 +343,10 @@ def _summary(result: dict) -> str:
     speeds = [(entry[path]['gbps'], entry['src'], entry['dst'], path)
               for entry in result['pairs'] for path in p2p_probe.PATHS
               if entry[path].get('gbps')]
-    text = '%d ordered pairs of %d GPUs, copy engine and SM stores, %d MiB ' \
-           'each, in %.1f s' % (len(result['pairs']), len(result['gpus']),
-                                result['bytes_per_transfer'] >> 20,
-                                result['seconds'])
+    text = '%d ordered pairs of %d GPUs, copy engine, SM stores and SM ' \
+           'loads, %d MiB each, in %.1f s' % (
+               len(result['pairs']), len(result['gpus']),
+               result['bytes_per_transfer'] >> 20, result['seconds'])
     if speeds:
         gbps, src, dst, path = min(speeds)
         text += '; slowest %.1f GB/s (GPU %d -> GPU %d, %s)' % (

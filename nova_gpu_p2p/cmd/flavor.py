@@ -68,25 +68,38 @@ def _positive(text: str) -> int:
     return value
 
 
+def _whole(text: str) -> int:
+    """A count as typed: ASCII decimal digits only (ascii_decimal).
+
+    ``int()`` would take other scripts' digits, signs, spaces and ``_``;
+    the range is the flavor's rules' to judge, with their messages.
+    """
+    value = ascii_decimal.parse(text)
+    if value is None:
+        raise argparse.ArgumentTypeError('%s is not a whole number in ASCII '
+                                         'digits' % errors.quoted(text))
+    return value
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     flavor = sub.add_parser(
         'flavor', help='print the openstack commands for a P2P flavor')
-    flavor.add_argument('--gpus', type=int, required=True,
+    flavor.add_argument('--gpus', type=_whole, required=True,
                         help='GPUs per server, all in one P2P clique')
     flavor.add_argument('--alias', required=True,
                         help='the [pci] alias name of the GPUs')
-    flavor.add_argument('--numa-nodes', type=int, default=1,
+    flavor.add_argument('--numa-nodes', type=_whole, default=1,
                         help='guest NUMA nodes: as many as the host NUMA '
                              'nodes the GPUs sit on (default 1)')
     flavor.add_argument('--name', help='flavor name (default '
                                        'gpu-p2p.<N>x)')
-    flavor.add_argument('--vcpus', type=int,
+    flavor.add_argument('--vcpus', type=_whole,
                         help='dedicated vCPUs (default 8 per GPU, rounded '
                              'up to a multiple of --numa-nodes)')
-    flavor.add_argument('--ram', type=int, metavar='MB',
+    flavor.add_argument('--ram', type=_whole, metavar='MB',
                         help='RAM in MB (default 64 GiB per GPU, rounded '
                              'up to whole GiB per NUMA node)')
-    flavor.add_argument('--disk', type=int, default=100, metavar='GB',
+    flavor.add_argument('--disk', type=_whole, default=100, metavar='GB',
                         help='root disk in GB (default 100)')
     flavor.add_argument('--whole-board', action='store_true',
                         help='a whole HGX board: --gpus %d and its %d '

@@ -112,6 +112,41 @@ def _bad_value(opt: cfg.Opt, error: ValueError, files: list[str] | None,
                                      errors.quoted(value), reason)
 
 
+def _unresolved(opts: cfg.ConfigOpts, files: list[str] | None,
+                dirs: list[str] | None) -> bool:
+    """Whether a ``[gpu_p2p]`` value holds a ``$`` reference not resolved.
+
+    A value that resolves and is not allowed is a :class:`UsageError`.
+    """
+    group = opts[conf.GROUP.name]
+    for opt in conf.OPTS:
+        try:
+            getattr(group, opt.dest)
+        except ValueError as exc:
+            raise exception.UsageError(_bad_value(opt, exc, files, dirs))
+        except (cfg.Error, RecursionError):
+            return True
+    return False
+
+
+def register_nova_options(opts: cfg.ConfigOpts) -> None:
+    """Every option of Nova's own (nova.conf.opts), as nova-compute has.
+
+    Imported only when needed: the other commands skip Nova's modules. An
+    option Nova lists twice (keystoneauth's, in several groups) once.
+    """
+    from nova.conf import opts as nova_opts
+
+    for group, options in nova_opts.list_opts():
+        name = getattr(group, 'name', group)
+        for opt in options:
+            try:
+                opts.register_opt(opt, group=None if name == 'DEFAULT'
+                                  else group)
+            except cfg.DuplicateOptError:
+                pass
+
+
 def load_conf(args: argparse.Namespace,
               nova_pci: bool = False) -> cfg.ConfigOpts:
     """nova.conf's ``[gpu_p2p]``; with ``nova_pci`` Nova's ``[pci]`` too.
@@ -130,13 +165,11 @@ def load_conf(args: argparse.Namespace,
         scheduler_conf.register_opts(opts)
     files, dirs = _config_sources(args)
     _parse_config(opts, files, dirs)
-    group = opts[conf.GROUP.name]
-    for opt in conf.OPTS:
-        try:
-            getattr(group, opt.dest)
-        except ValueError as exc:
-            raise exception.UsageError(_bad_value(opt, exc, files, dirs))
-        except (cfg.Error, RecursionError):
+    if _unresolved(opts, files, dirs):
+        # nova-compute resolves $state_path, $my_ip ... with all of
+        # Nova's options registered: so must a judge of its nova.conf.
+        register_nova_options(opts)
+        if _unresolved(opts, files, dirs):
             conf.validate(opts)  # names the option and the $ reference
     if getattr(args, 'sysfs_root', None):
         opts.set_override('sysfs_root', args.sysfs_root, group='gpu_p2p')

@@ -42,7 +42,10 @@ database names a consumer card among the device's subsystems.
 
 *Professional*, the first of:
 
-4. NVML's brand is any other (Tesla, NVIDIA, NVIDIA RTX, Quadro, ...);
+4. NVML's brand is any other it names (Tesla, NVIDIA, NVIDIA RTX,
+   Quadro, ...); a brand NVML's table lacks (a capture's ``geforce``, a
+   newer driver's value) is *unknown* unless the operator vouches (7),
+   whatever the backend that read it;
 5. the device is a 3D controller (PCI class 0x0302: no display) on a
    board NVIDIA built (subsystem vendor 10de), as every data-center GPU
    from V100 to B300 is; a mobile GeForce is a 3D controller too, behind
@@ -78,8 +81,20 @@ _PRODUCT = re.compile(r'\[[^]]*\w[^]]*\]')
 #: PCI class codes of display controllers, less the programming interface.
 VGA_CLASS = 0x0300
 THREE_D_CLASS = 0x0302
-#: NVML brands (``nvmlDeviceGetBrand``) of consumer cards, as the nvml
-#: backend spells them.
+#: ``nvmlBrandType_t`` names (pynvml's ``NVML_BRAND_*``) as the rule
+#: spells them, by the nvml backend and in captures alike. Any other
+#: brand, a capture's ``geforce`` or ``""`` or a value newer than this
+#: table, is unknown and fails closed.
+NVML_BRANDS = {
+    'QUADRO': 'Quadro', 'TESLA': 'Tesla', 'NVS': 'NVS', 'GRID': 'GRID',
+    'GEFORCE': 'GeForce', 'TITAN': 'TITAN', 'NVIDIA_VAPPS': 'NVIDIA vApps',
+    'NVIDIA_VPC': 'NVIDIA VPC', 'NVIDIA_VCS': 'NVIDIA VCS',
+    'NVIDIA_VWS': 'NVIDIA RTX vWS', 'NVIDIA_CLOUD_GAMING': 'NVIDIA Cloud '
+    'Gaming', 'QUADRO_RTX': 'Quadro RTX', 'NVIDIA_RTX': 'NVIDIA RTX',
+    'NVIDIA': 'NVIDIA', 'GEFORCE_RTX': 'GeForce RTX',
+    'TITAN_RTX': 'TITAN RTX',
+}
+#: NVML brands of consumer cards.
 CONSUMER_BRANDS = frozenset({'GeForce', 'GeForce RTX', 'TITAN', 'TITAN RTX'})
 #: CMP mining cards (pci.ids 2026.10): 3D controllers of GeForce silicon.
 #: Debian 12's database lacks the first five.
@@ -201,7 +216,7 @@ def _professional_rule(gpu: model.PCIFunction, database: pci_ids.Database,
                        brand: str | None,
                        trusted: tuple[ModelId, ...]) -> str | None:
     """Rules 4 to 7: why it is no consumer GPU; None where nothing says."""
-    if brand is not None:
+    if brand in NVML_BRANDS.values():
         return "NVML's brand is %s" % brand
     if (gpu.class_code >> 8 == THREE_D_CLASS
             and gpu.subsystem_vendor == model.NVIDIA_VENDOR_ID):
@@ -211,6 +226,12 @@ def _professional_rule(gpu: model.PCIFunction, database: pci_ids.Database,
     name = database.names.get(gpu.device)
     if name and _PRODUCT.search(name):
         return _named('the device', name)
+    return _vouched(gpu, trusted)
+
+
+def _vouched(gpu: model.PCIFunction,
+             trusted: tuple[ModelId, ...]) -> str | None:
+    """Rule 7: the operator's entry for this model, if any."""
     vouched = [str(entry) for entry in trusted if entry.matches(gpu)]
     if vouched:
         return 'vouched for by %s entry %s' % (TRUST_OPTION, vouched[0])
@@ -278,6 +299,13 @@ def judge_gpu(gpu: model.PCIFunction, database: pci_ids.Database,
         return GpuModel(kind=Kind.UNKNOWN, rule=rule, lift=(
             'use a topology backend that reads subsystem IDs (sysfs, nvml, '
             'fabricmanager), or set %s = true' % ALLOW_OPTION), **found)
+    if brand is not None and brand not in NVML_BRANDS.values():
+        vouched = _vouched(gpu, trusted)
+        if vouched:
+            return GpuModel(kind=Kind.PROFESSIONAL, rule=vouched, **found)
+        return GpuModel(kind=Kind.UNKNOWN, rule=(
+            "NVML's brand %s is none this version knows (fail closed)"
+            % errors.quoted(brand)), lift=_lift_unknown(gpu), **found)
     rule = _professional_rule(gpu, database, brand, trusted)
     if rule:
         return GpuModel(kind=Kind.PROFESSIONAL, rule=rule, **found)

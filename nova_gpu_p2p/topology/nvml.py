@@ -31,6 +31,7 @@ from oslo_log import log as logging
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.topology import backends
+from nova_gpu_p2p.topology import consumer_gpus
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 
@@ -90,30 +91,17 @@ def devices(nvml: types.ModuleType) -> list[tuple[object, str]]:
     return found
 
 
-#: ``nvmlBrandType_t`` names (pynvml's ``NVML_BRAND_*``) as the rule of
-#: :mod:`~nova_gpu_p2p.topology.consumer_gpus` spells them. Looked up by
-#: name, so a binding lacking one leaves it out; an unknown value is
-#: no brand.
-BRANDS = {
-    'QUADRO': 'Quadro', 'TESLA': 'Tesla', 'NVS': 'NVS', 'GRID': 'GRID',
-    'GEFORCE': 'GeForce', 'TITAN': 'TITAN', 'NVIDIA_VAPPS': 'NVIDIA vApps',
-    'NVIDIA_VPC': 'NVIDIA VPC', 'NVIDIA_VCS': 'NVIDIA VCS',
-    'NVIDIA_VWS': 'NVIDIA RTX vWS', 'NVIDIA_CLOUD_GAMING': 'NVIDIA Cloud '
-    'Gaming', 'QUADRO_RTX': 'Quadro RTX', 'NVIDIA_RTX': 'NVIDIA RTX',
-    'NVIDIA': 'NVIDIA', 'GEFORCE_RTX': 'GeForce RTX',
-    'TITAN_RTX': 'TITAN RTX',
-}
-
-
 def brands(nvml: types.ModuleType,
            known: set[str]) -> dict[str, str]:
     """NVML's brand of each GPU it sees and sysfs knows, by address.
 
-    A GPU NVML cannot brand, or brands with a value this table lacks,
-    is left out: the PCI ID database and the device judge it.
+    A GPU NVML cannot brand is left out: the PCI ID database and the
+    device judge it. A value :data:`consumer_gpus.NVML_BRANDS` lacks is
+    kept as ``NVML brand N``, which the rule knows no more than a capture's
+    unknown name: it fails closed, one rule for both.
     """
     names = {getattr(nvml, 'NVML_BRAND_' + key): name
-             for key, name in BRANDS.items()
+             for key, name in consumer_gpus.NVML_BRANDS.items()
              if hasattr(nvml, 'NVML_BRAND_' + key)}
     if not hasattr(nvml, 'nvmlDeviceGetBrand'):
         return {}
@@ -125,12 +113,12 @@ def brands(nvml: types.ModuleType,
     result = {}
     for handle, address in found:
         try:
-            brand = names.get(nvml.nvmlDeviceGetBrand(handle))
+            value = nvml.nvmlDeviceGetBrand(handle)
         except nvml.NVMLError as exc:
             LOG.debug('NVML cannot brand %s: %s', address, exc)
             continue
-        if brand is not None and address in known:
-            result[address] = brand
+        if address in known:
+            result[address] = names.get(value, 'NVML brand %s' % value)
     return result
 
 

@@ -140,14 +140,53 @@ class TestWriteOutput(testtools.TestCase):
         atomic_file.write_output(self.output, 'new')
         self.assertEqual('new', self.read(self.output))
 
-    def test_link_to_a_regular_file_refused(self):
+    def test_link_to_a_regular_file_another_user_made_refused(self):
         with open(self.path('real'), 'w') as f:
             f.write('old')
         os.symlink(self.path('real'), self.output)
-        self.assertRefused('%s: a symbolic link, not followed'
-                           % self.output, self.output)
+        if os.geteuid() == 0:
+            os.lchown(self.output, 4242, -1)
+            uid = 0
+        else:
+            uid = os.geteuid() + 1
+            self.useFixture(fixtures.MockPatch('os.geteuid',
+                                               return_value=uid))
+        self.assertRefused('%s: a symbolic link, not followed: owned by uid '
+                           '%d, not by this user (uid %d) or root' % (
+                               self.output, os.lstat(self.output).st_uid,
+                               uid), self.output)
         self.assertTrue(os.path.islink(self.output))
         self.assertEqual('old', self.read(self.path('real')))
+
+    def test_link_only_root_could_have_made_written_through(self):
+        """Issue 42 item 1: /etc/nccl.conf kept elsewhere, link and all."""
+        os.mkdir(self.path('managed'))
+        with open(self.path('managed', 'real'), 'w') as f:
+            f.write('old')
+        os.symlink(os.path.join('managed', 'real'), self.path('hop'))
+        os.symlink('hop', self.output)
+        self.assertTrue(atomic_file.write_output(self.output, b'new \xe9'))
+        self.assertTrue(os.path.islink(self.output))
+        self.assertEqual('new \xe9', open(self.path('managed', 'real'),
+                                          encoding='latin-1').read())
+
+    def test_link_in_a_directory_others_can_swap_names_in_refused(self):
+        with open(self.path('real'), 'w') as f:
+            f.write('old')
+        os.mkdir(self.path('open'))
+        os.chmod(self.path('open'), 0o777)
+        link = self.path('open', 'out.xml')
+        os.symlink(self.path('real'), link)
+        self.assertRefused('%s: a symbolic link, not followed: a directory '
+                           'every user can write to, and not sticky' % link,
+                           link)
+        self.assertEqual('old', self.read(self.path('real')))
+
+    def test_links_that_loop_refused(self):
+        os.symlink('out.xml', self.output)
+        exc = self.assertRaises(OSError, atomic_file.write_output,
+                                self.output, 'new')
+        self.assertIn('symbolic links', exc.strerror)
 
     def test_fifo_written_in_place(self):
         os.mkfifo(self.output)
@@ -232,6 +271,24 @@ class TestPlantedStreams(testtools.TestCase):
             'a symbolic link owned by uid %d, not by this user (uid %d) or '
             'root, in a sticky directory others can write to'
             % (uid, os.geteuid()))
+
+    def test_another_users_fifo_in_a_directory_not_sticky_refused(self):
+        """Issue 42 item 10: 0777 and not sticky is no safer than /tmp."""
+        os.chmod(self.dir, 0o777)
+        os.mkfifo(self.output)
+        self.reader()
+        uid = self.other_user(self.output)
+        self.assertRefused(
+            'a FIFO owned by uid %d, not by this user (uid %d) or root, in '
+            'a directory others can write to' % (uid, os.geteuid()))
+
+    def test_another_users_link_in_a_directory_not_sticky_refused(self):
+        os.chmod(self.dir, 0o777)
+        os.symlink('/dev/null', self.output)
+        uid = self.other_user(self.output)
+        self.assertRefused(
+            'a symbolic link owned by uid %d, not by this user (uid %d) or '
+            'root, in a directory others can write to' % (uid, os.geteuid()))
 
     def test_own_fifo_in_sticky_directory_written(self):
         os.mkfifo(self.output)

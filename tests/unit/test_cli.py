@@ -20,6 +20,7 @@ status 2 for each bad input, and a ``topology`` report that says what it
 found: no GPU, unknown NUMA nodes, ACS marks, a static file's verdicts.
 """
 
+import argparse
 import contextlib
 import dataclasses
 import importlib.metadata
@@ -38,6 +39,7 @@ import testtools
 
 import nova_gpu_p2p
 from nova_gpu_p2p.cmd import cli
+from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.topology import capture
@@ -426,6 +428,68 @@ class TestConfig(CLITestCase):
             'topology_backend = static needs [gpu_p2p] static_topology_file',
             'topology', '--config-file',
             self.write('nova.conf', '[gpu_p2p]\ntopology_backend = static\n'))
+
+
+class TestNovaReferences(CLITestCase):
+    """Issue 42 item 9: ``$`` references resolved as nova-compute does."""
+
+    def test_references_to_novas_own_options(self):
+        path = self.write('nova.conf', textwrap.dedent('''\
+            [DEFAULT]
+            my_ip = 192.0.2.10
+            state_path = /srv/nova
+            [gpu_p2p]
+            module_id_file = $state_path/gpu_p2p_module_ids.json
+            fabric_manager_address = $my_ip:6666
+            p2p_level = SYS
+            '''))
+        opts = sources.load_conf(argparse.Namespace(config_file=[path]))
+        self.assertEqual(('/srv/nova/gpu_p2p_module_ids.json',
+                          '192.0.2.10:6666'),
+                         (opts.gpu_p2p.module_id_file,
+                          opts.gpu_p2p.fabric_manager_address))
+        for command in (['topology', '--json'], ['topology', '--device-spec'],
+                        ['check', '--json']):
+            rc, out, err = run(*command, '--config-file', path,
+                               '--sysfs-root', test_corpus.tree(ACS_HOST))
+            self.assertNotEqual(2, rc, err)
+            self.assertNotIn('$ reference', err)
+
+    def test_a_reference_to_no_option_is_still_refused(self):
+        path = self.write('nova.conf', '[gpu_p2p]\nmodule_id_file = '
+                          '$no_such_option/ids.json\n')
+        self.assertUsageError('[gpu_p2p] module_id_file: a $ reference that '
+                              'cannot be resolved', 'topology',
+                              '--config-file', path)
+
+
+class TestHostileValues(CLITestCase):
+    """Issue 42 items 11 and 13: refused at start, one line, exit 2."""
+
+    def test_an_empty_path_option(self):
+        for option in ('pci_ids_file', 'sysfs_root', 'static_topology_file',
+                       'module_id_file', 'fabric_manager_library'):
+            path = self.write('nova.conf', '[gpu_p2p]\n%s =\n' % option)
+            self.assertUsageError(
+                "[gpu_p2p] %s = '': an empty path names no file" % option,
+                'topology', '--config-file', path, '--sysfs-root',
+                test_corpus.tree(ACS_HOST))
+
+    def test_numbers_in_arguments_are_ascii_decimal(self):
+        for option in ('--gpus', '--numa-nodes', '--vcpus', '--ram',
+                       '--disk'):
+            for value in ('\u0663', '\u00b2', '+4', ' 4', '1_0', '-1'):
+                argv = {'--gpus': '4', option: value}
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    exc = self.assertRaises(SystemExit, cli.main, [
+                        'flavor', '--alias', 'a100', *[
+                            a for pair in argv.items() for a in pair]])
+                self.assertEqual(2, exc.code)
+                err = err.getvalue()
+                self.assertIn('argument %s: %s is not a whole number in '
+                              'ASCII digits' % (option, repr(value)),
+                              err.splitlines()[-1])
 
 
 class TestBadInput(CLITestCase):

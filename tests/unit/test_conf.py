@@ -297,6 +297,13 @@ class TestWhatConsumersAccept(ConfTestCase):
             'fabric_manager_address = %s' % longest
         ).gpu_p2p.fabric_manager_address)
 
+    def test_empty_paths_refused_at_start(self):
+        """Issue 42 item 11: ``pci_ids_file =`` would read no database."""
+        for option in ('sysfs_root', 'static_topology_file', 'pci_ids_file',
+                       'module_id_file', 'fabric_manager_library'):
+            self.assertRefused('%s =' % option, option,
+                               'an empty path names no file')
+
     def test_clique_map_ascii(self):
         self.assertRefused('clique_map = 0000:81:00.0:\u0663',
                            'clique_map', 'BDF:ID')

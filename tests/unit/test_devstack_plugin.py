@@ -707,6 +707,23 @@ class TestMoreStack(testtools.TestCase):
         host.run(CLEAN)
         self.assertEqual(SEED, open(host.nova_conf).read())
 
+    def test_pci_values_with_backslashes_written_as_given(self):
+        """Issue 42 item 8: not through sed, which drops backslashes."""
+        spec = ('{"vendor_id": "15b3", "product_id": "101e", '
+                '"physical_network": "phys\\\\net\\\\t"}')
+        alias = ('{"name": "cx7\\\\q", "vendor_id": "15b3", '
+                 '"product_id": "101e"}')
+        host = self.useFixture(Devstack(GPU_P2P_PCI_DEVICE_SPECS=spec,
+                                        GPU_P2P_PCI_ALIASES=alias, **PCI))
+        host.run(STACK)
+        for path in (host.nova_conf, host.cpu_conf):
+            with open(path) as f:
+                lines = f.read().splitlines()
+            self.assertIn('device_spec = ' + spec, lines)
+            self.assertIn('alias = ' + alias, lines)
+        host.run(CLEAN)
+        self.assertEqual(SEED, open(host.nova_conf).read())
+
     def test_local_conf_pci_without_an_alias_is_merged(self):
         """No GPU_P2P_ALIAS: no [pci] lines of ours, local.conf's stay."""
         host = self.useFixture(Devstack(local_conf=LOCAL_CONF_PCI))
@@ -940,6 +957,31 @@ class TestRefusedSettings(testtools.TestCase):
                 % (conf_file, option), local_conf=local_conf, **PCI)
             self.refused('pre-install', 'give its values in %s instead'
                          % setting, local_conf=local_conf, **PCI)
+
+    def test_pci_lines_under_any_name_of_nova_conf(self):
+        """Issue 42 item 8: each name evaluated as devstack does.
+
+        Then compared as a path: not only the text ``$NOVA_CONF``.
+        """
+        for name in ('${NOVA_CONF}', 'NOVA', 'ETC/./nova.conf',
+                     '$NOVA_CONF_DIR/nova-cpu.conf', '"$NOVA_CONF"'):
+            host = self.useFixture(Devstack(**PCI))
+            name = name.replace('NOVA', host.nova_conf, name == 'NOVA')
+            name = name.replace('ETC', host.etc)
+            with open(os.path.join(host.top_dir, 'local.conf'), 'w') as f:
+                f.write(LOCAL_CONF_PCI.replace('$NOVA_CONF', name))
+            result = host.run(STACK, check=False)
+            self.assertEqual(1, result.returncode, name)
+            self.assertIn("local.conf's [[post-config|%s]] sets [pci] "
+                          "device_spec:" % name, result.stderr)
+            self.assertEqual([], host.calls('pip_install'))
+
+    def test_pci_lines_for_other_files_are_left_alone(self):
+        host = self.useFixture(Devstack(**PCI))
+        with open(os.path.join(host.top_dir, 'local.conf'), 'w') as f:
+            f.write(LOCAL_CONF_PCI.replace('$NOVA_CONF', '$PLACEMENT_CONF')
+                    + '[[post-config|$UNSET_BY_ANYONE/x.conf]]\n[DEFAULT]\n')
+        host.run(['stack pre-install'])
 
     def test_other_virt_driver(self):
         self.refused('pre-install', 'VIRT_DRIVER=fake', VIRT_DRIVER='fake')

@@ -60,6 +60,10 @@ cpu_shared_set = 0-3
 [[post-config|$NOVA_CPU_CONF]]
 [pci]
 alias = three
+
+[[post-config|${NOVA_CONF}]]
+[compute]
+cpu_dedicated_set = 4-7
 """
 #: name -> bash run after the functions are sourced, in a directory with
 #: f.conf (INI), local.conf (LOCAL_CONF) and venv/bin/pip, which prints
@@ -75,6 +79,8 @@ CASES = {
         "iniset_multiline f.conf pci alias one 'two three'",
     'iniadd_literal keeps the value as it is':
         "iniadd_literal f.conf pci alias '{\"name\":  \"y\"}'",
+    'iniadd_literal takes backslashes as sed escapes':
+        "iniadd_literal f.conf pci alias 'a\\\\qb\\\\\\\\c\\\\\"d'",
     'iniadd_literal without the section does nothing':
         'iniadd_literal f.conf nope o v',
     'inidelete removes every value': 'inidelete f.conf pci device_spec',
@@ -100,6 +106,8 @@ CASES = {
     'conductor_conf': 'NOVA_CONF_DIR=/etc/nova; conductor_conf 1',
     'get_meta_section':
         "get_meta_section local.conf post-config '$NOVA_CONF'",
+    'get_meta_section_files':
+        'get_meta_section_files local.conf post-config',
     'merge_config_group':
         'NOVA_CONF=f.conf; NOVA_CPU_CONF=cpu.conf\n'
         'merge_config_group local.conf post-config 2>/dev/null; cat cpu.conf',

@@ -45,6 +45,7 @@ from nova_gpu_p2p.topology import pci_ids
 from nova_gpu_p2p.topology import sysfs
 from nova_gpu_p2p import traits
 import tests
+from tests.fixtures import deadline
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder as b
@@ -411,6 +412,75 @@ class TestDuplicates(testtools.TestCase):
                       'line', row.message)
 
 
+class TestParsedAsPciutils(testtools.TestCase):
+    """Issue 42 item 6: pci.ids line by line, as pciutils 3.9 reads it."""
+
+    write = TestDuplicates.write
+
+    def test_an_indented_comment_hides_no_subsystem(self):
+        """pciutils skips it: the TITAN V CEO Edition stays a consumer."""
+        for comment in ('  # spaces first\n', '\t\t# tabs first\n',
+                        ' \t\n', '\n'):
+            path = self.write(
+                '10de  NVIDIA Corporation\n\t1dba  GV100GL [Quadro GV100]\n'
+                + comment + '\t\t10de 12eb  TITAN V CEO Edition\n'
+                '\t2684  AD102 [GeForce RTX 4090]\n')
+            database = pci_ids.read(path)
+            self.assertIsNone(database.error)
+            self.assertEqual('TITAN V CEO Edition', database.subsystems[
+                (0x1dba, 0x10de, 0x12eb)], repr(comment))
+            self.assertIn(0x2684, database.names)
+            found = cg.judge_gpu(gpu(0x1dba, CLASS_VGA, (0x10de, 0x12eb)),
+                                 database)
+            self.assertIs(C, found.kind, repr(comment))
+
+    def test_a_blank_line_hides_no_duplicate(self):
+        """pciutils refuses the file: both RTX 4090 names are doubtful."""
+        path = self.write('10de  NVIDIA\n\t2684  AD102 [GeForce RTX 4090]\n'
+                          '    \n\t2684  AD102 [RTX 4090 Pro]\n')
+        self.assertEqual(
+            'the PCI ID database %s is refused as pciutils refuses it: '
+            'Duplicate entry at line 4 (device 10de:2684 named twice)'
+            % path, pci_ids.read(path).error)
+
+    def test_what_pciutils_refuses_anywhere_refuses_the_file(self):
+        for text, why in (
+                ('10de  NVIDIA\n\t2684  A\n\t2684' + ' ' * 200000 + '\n',
+                 'Line too long at line 3'),
+                ('10de  NVIDIA\n\t2684  A' + ' ' * 200000 + 'B\n',
+                 'Line too long at line 2'),
+                ('10de  NVIDIA\n\t2684  A\n\t\t\t1 2 3\n',
+                 'Parse error at line 3'),
+                ('10de  NVIDIA\n\t2684\n', 'Parse error at line 2'),
+                ('1002  AMD\n\t687f  Vega\n\t687f  Vega 10\n'
+                 '10de  NVIDIA\n\t2684  A\n', 'Duplicate entry at line 3 '
+                 '(device 1002:687f named twice)'),
+                ('C 03  Display\n\t00  VGA\n\t00  VGA again\n',
+                 'Duplicate entry at line 3 (subclass 0300 named twice)'),
+                ('S 1234\n', 'Vendor does not exist at line 1'),
+                ('10de  NVIDIA\n\t2684  A\0B\n\t2685  C\n',
+                 'Line too long at line 2')):
+            path = self.write(text)
+            database = deadline.run_briefly(pci_ids.read, path)
+            self.assertEqual(
+                'the PCI ID database %s is refused as pciutils refuses it: '
+                '%s' % (path, why), database.error)
+            self.assertEqual({}, database.names)
+
+    def test_what_pciutils_accepts(self):
+        database = pci_ids.read(self.write(
+            '10de  NVIDIA\r\n\t2684  AD102 [GeForce RTX 4090] \r\n'
+            'X  an unknown block\n\t2684  skipped\n'
+            '10DE  \t NVIDIA again?\n'))
+        self.assertEqual('Duplicate entry at line 5 (vendor 10de named '
+                         'twice)', database.error.split(': ', 1)[1])
+        database = pci_ids.read(self.write(
+            '10de  NVIDIA\r\n\t2684  AD102 [GeForce RTX 4090]  \r\n'
+            'X  an unknown block\n\t2684  skipped\n'))
+        self.assertEqual({0x2684: 'AD102 [GeForce RTX 4090] '},
+                         database.names)
+
+
 class TestDebianDatabases(testtools.TestCase):
     """The real pci.ids of Debian bookworm, trixie and sid."""
 
@@ -691,7 +761,8 @@ class TestNvmlBrands(testtools.TestCase):
         gpus = fm_tests.GPUS
         fake = BrandedNvml({gpus[0]: 15, gpus[1]: 2, gpus[2]: None,
                             gpus[3]: 99, gpus[4]: 5})
-        self.assertEqual({gpus[0]: 'GeForce RTX', gpus[1]: 'Tesla'},
+        self.assertEqual({gpus[0]: 'GeForce RTX', gpus[1]: 'Tesla',
+                          gpus[3]: 'NVML brand 99'},
                          nvml.brands(fake, set(gpus[:4])))
         self.assertEqual({}, nvml.brands(
             BrandedNvml(fake.brand_of, branding=False), set(gpus)))
@@ -713,6 +784,34 @@ class TestNvmlBrands(testtools.TestCase):
         self.assertEqual({'GeForce': 1, 'Tesla': 7}, {
             brand: list(nvml.read_brands(found.topology).values()).count(
                 brand) for brand in ('GeForce', 'Tesla')})
+
+    def test_an_unknown_brand_fails_closed_from_either_source(self):
+        """Issue 42 item 7: one rule for captures and the live backend.
+
+        Unnamed RTX 5090s (display class, a partner's board): a capture's
+        ``geforce`` or ``""``, or a brand number NVML's table lacks, gives
+        no clique; an operator's vouching still can.
+        """
+        topology = test_corpus.discover('hgx-8gpu-nvswitch-2numa')
+        gpus = [g.address for g in topology.gpus()]
+        rtx_5090 = {a: dataclasses.replace(
+            topology.functions[a], device=0x2b85, class_code=CLASS_VGA,
+            subsystem_vendor=0x1043, subsystem_device=0x89ec) for a in gpus}
+        live = nvml.brands(BrandedNvml({gpus[0]: 42}), set(gpus))
+        for brand in ('geforce', '', 'GEFORCE', live[gpus[0]]):
+            branded = dataclasses.replace(
+                topology, functions={**topology.functions, **rtx_5090},
+                gpu_brands={a: brand for a in gpus})
+            loaded = capture.from_dict(json.loads(json.dumps(
+                capture.to_dict(branded))))
+            kinds = cg.judge(loaded, EMPTY, allow=False)
+            self.assertEqual(sorted(gpus), sorted(kinds.barred), brand)
+            self.assertEqual(
+                "NVML's brand %r is none this version knows (fail closed)"
+                % brand, kinds.models[gpus[0]].rule)
+            vouched = cg.judge(loaded, EMPTY, allow=False, trusted=(
+                cg.parse_model_id('10de:2b85'),))
+            self.assertEqual({}, vouched.barred)
 
     def test_brand_bars_and_is_kept_in_captures(self):
         topology = test_corpus.discover('hgx-8gpu-nvswitch-2numa')

@@ -21,12 +21,14 @@ the check exists for (NVIDIA/nccl#2335's private mirror, corruption on
 one path, a peer copy that never returns, no peer access, no driver).
 """
 
+import ctypes.util
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import termios
 
 import fixtures
 import testtools
@@ -35,12 +37,26 @@ from lab import verify_p2p_bench
 from nova_gpu_p2p_guest import cuda
 from nova_gpu_p2p_guest import nccl_conf
 from nova_gpu_p2p_guest import p2p_probe
+from nova_gpu_p2p_guest import p2p_verify
+from nova_gpu_p2p_guest import watchdog
 from tests.fixtures import fake_cuda
 from tests.unit import test_guest_agent
 
 TENANT_CONF = 'NCCL_DEBUG=WARN\nNCCL_P2P_DISABLE=0\n'
+#: A user's nccl.conf as people write them (issue 42 item 1): a UTF-8
+#: byte order mark and comment, a Latin-1 byte, Windows line ends, no
+#: final newline, and more than a sysfs attribute's 64 KiB.
+USER_BYTES = ('\ufeff# r\u00e9glages de l\u2019\u00e9quipe\n'.encode()
+              + b'# caf\xe9 (Latin-1)\r\nNCCL_DEBUG=INFO\r\n'
+              + b'#' * (80 * 1024) + b'\nNCCL_SOCKET_IFNAME=eth0')
+#: A shared library that loads and is no CUDA driver.
+LIBC = ctypes.util.find_library('c')
 #: The stand-in's PCI addresses: GPU n at bus 0x18 + 0x10 n.
 ADDRESS = '0000:%02x:00.0'
+
+
+#: Every path of a pair passed.
+PASSED = ('passed',) * len(p2p_probe.PATHS)
 
 
 def gpu(index: int) -> str:
@@ -51,7 +67,8 @@ def ordered_pairs(gpus: int) -> list:
     return [[a, b] for a in range(gpus) for b in range(gpus) if a != b]
 
 
-class VerifyP2PTest(testtools.TestCase):
+class StandInCase(testtools.TestCase):
+    """The command run on the stand-in, and what to check of a run."""
 
     def setUp(self):
         super().setUp()
@@ -63,10 +80,11 @@ class VerifyP2PTest(testtools.TestCase):
             f.write(TENANT_CONF)
         open(self.console, 'w').close()
 
-    def verify(self, *options, library=None, timeout=120, **stand_in):
+    def verify(self, *options, library=None, timeout=120, env=None,
+               **stand_in):
         """(exit status, stdout, stderr, result) of one run."""
         env = dict(os.environ, PYTHONPATH=test_guest_agent.AGENT_SOURCE,
-                   **fake_cuda.environment(**stand_in))
+                   **fake_cuda.environment(**stand_in), **(env or {}))
         done = subprocess.run(
             [sys.executable, '-m', 'nova_gpu_p2p_guest', 'verify-p2p',
              '--library', library or fake_cuda.library(),
@@ -85,9 +103,9 @@ class VerifyP2PTest(testtools.TestCase):
             return f.read()
 
     def paths(self, result):
-        """{(src, dst): (copy engine status, SM stores status)}."""
-        return {(e['src'], e['dst']): (e['copy_engine']['status'],
-                                       e['sm_stores']['status'])
+        """{(src, dst): (copy engine, SM stores, SM loads statuses)}."""
+        return {(e['src'], e['dst']): tuple(e[path]['status']
+                                            for path in p2p_probe.PATHS)
                 for e in result['pairs']}
 
     def assert_untouched(self):
@@ -112,12 +130,15 @@ class VerifyP2PTest(testtools.TestCase):
             self.assertIn('set NCCL_P2P_DISABLE=1 in %s; the result is in '
                           '%s' % (self.conf, self.result), text)
 
-    def test_healthy_8_gpus_pass_56_pairs_on_both_paths(self):
+
+class VerifyP2PTest(StandInCase):
+
+    def test_healthy_8_gpus_pass_56_pairs_on_every_path(self):
         status, out, err, result = self.verify(gpus=8)
         self.assertEqual((0, ''), (status, err))
         self.assertEqual('passed', result['status'])
         self.assertEqual(
-            {tuple(p): ('passed', 'passed') for p in ordered_pairs(8)},
+            {tuple(p): PASSED for p in ordered_pairs(8)},
             self.paths(result))
         for entry in result['pairs']:
             for path in p2p_probe.PATHS:
@@ -127,7 +148,7 @@ class VerifyP2PTest(testtools.TestCase):
         self.assertEqual([ADDRESS % (0x18 + 0x10 * i) for i in range(8)],
                          [g['pci_bus_id'] for g in result['gpus']])
         self.assertIn('GPU P2P verified: 56 ordered pairs of 8 GPUs, copy '
-                      'engine and SM stores, 1 MiB each', out)
+                      'engine, SM stores and SM loads, 1 MiB each', out)
         self.assert_untouched()
 
     def test_private_mirror_on_one_pair(self):
@@ -135,15 +156,18 @@ class VerifyP2PTest(testtools.TestCase):
                                                pair='3:6')
         self.assertEqual(1, status)
         self.assertEqual('failed', result['status'])
-        expected = {tuple(p): ('passed', 'passed') for p in ordered_pairs(8)}
-        expected[3, 6] = ('failed', 'failed')
+        expected = {tuple(p): PASSED for p in ordered_pairs(8)}
+        expected[3, 6] = ('failed',) * 3
         self.assertEqual(expected, self.paths(result))
-        self.assertEqual(
-            ['%s -> %s: copy engine failed: nothing arrived: the owner reads '
-             'back its cleared buffer (the writes went somewhere it never '
-             'reads); SM stores failed: nothing arrived: the owner reads '
-             'back its cleared buffer (the writes went somewhere it never '
-             'reads)' % (gpu(3), gpu(6))], result['failures'])
+        # GPU 6's SMs loading from GPU 3 read 3's private copy.
+        self.assertEqual(1, len(result['failures']))
+        self.assertTrue(result['failures'][0].startswith(
+            '%s -> %s: copy engine failed: nothing arrived: the owner reads '
+            'back its cleared buffer (the writes went somewhere it never '
+            'reads); SM stores failed: nothing arrived: the owner reads '
+            'back its cleared buffer (the writes went somewhere it never '
+            'reads); SM loads failed: 16 of 16 chunks of 64 KiB differ'
+            % (gpu(3), gpu(6))), result['failures'])
         self.assert_p2p_disabled(err, [(3, 6)])
         self.assertIn(gpu(3) + ' -> ' + gpu(6), self.read(self.conf))
         self.assertTrue(result['nccl_p2p_disabled_by_this_check'])
@@ -151,37 +175,48 @@ class VerifyP2PTest(testtools.TestCase):
     def test_mirror_on_every_pair(self):
         status, _, err, result = self.verify(gpus=3, mode='mirror')
         self.assertEqual(1, status)
-        self.assertEqual({tuple(p): ('failed', 'failed')
+        self.assertEqual({tuple(p): ('failed',) * 3
                           for p in ordered_pairs(3)}, self.paths(result))
         self.assert_p2p_disabled(err, ordered_pairs(3))
 
-    def check_one_path_corrupt(self, mode, bad, good):
+    def check_one_path_corrupt(self, mode, bad):
         status, _, err, result = self.verify(gpus=4, mode=mode, pair='1:2')
         self.assertEqual(1, status)
         entry = [e for e in result['pairs'] if (e['src'], e['dst']) == (1, 2)]
-        self.assertEqual('failed', entry[0][bad]['status'])
-        self.assertEqual('passed', entry[0][good]['status'])
+        self.assertEqual(
+            {path: 'failed' if path == bad else 'passed'
+             for path in p2p_probe.PATHS},
+            {path: entry[0][path]['status'] for path in p2p_probe.PATHS})
         # One bit flipped a third of the way into the 1 MiB buffer.
         self.assertEqual('1 of 16 chunks of 64 KiB differ, the first at '
                          'byte %d of the buffer' % ((1 << 20) // 3),
                          entry[0][bad]['detail'])
         self.assertEqual(11, sum(1 for e in result['pairs'] if {
-            e['copy_engine']['status'], e['sm_stores']['status']} == {
-            'passed'}))
+            e[path]['status'] for path in p2p_probe.PATHS} == {'passed'}))
         self.assert_p2p_disabled(err, [(1, 2)])
         return result['failures'][0]
 
     def test_corruption_on_the_copy_engine_only(self):
-        failure = self.check_one_path_corrupt('corrupt-ce', 'copy_engine',
-                                              'sm_stores')
+        failure = self.check_one_path_corrupt('corrupt-ce', 'copy_engine')
         self.assertIn(': copy engine failed: ', failure)
-        self.assertNotIn('SM stores', failure)
+        self.assertNotIn('SM ', failure)
 
     def test_corruption_on_sm_stores_only(self):
-        failure = self.check_one_path_corrupt('corrupt-sm', 'sm_stores',
-                                              'copy_engine')
+        failure = self.check_one_path_corrupt('corrupt-sm', 'sm_stores')
         self.assertIn(': SM stores failed: ', failure)
         self.assertNotIn('copy engine', failure)
+        self.assertNotIn('SM loads', failure)
+
+    def test_corruption_on_sm_loads_only(self):
+        """Issue 42 item 12: GPU 2's SMs loading from GPU 1 get wrong data.
+
+        NCCL reads from peers (NCCL_P2P_READ_ENABLE); stores and the copy
+        engine are fine.
+        """
+        failure = self.check_one_path_corrupt('corrupt-ld', 'sm_loads')
+        self.assertIn(': SM loads failed: ', failure)
+        self.assertNotIn('copy engine', failure)
+        self.assertNotIn('SM stores', failure)
 
     def test_a_peer_copy_that_never_returns(self):
         """Reported within its bound.
@@ -202,9 +237,9 @@ class VerifyP2PTest(testtools.TestCase):
         # without GPU 1 or 2.
         for pair in [(0, 1), (0, 2), (0, 3), (1, 0), (1, 2), (1, 3), (2, 0),
                      (3, 0)]:
-            self.assertEqual(('passed', 'passed'), paths[pair], pair)
+            self.assertEqual(PASSED, paths[pair], pair)
         for pair in [(2, 3), (3, 1), (3, 2)]:
-            self.assertEqual(('not_checked', 'not_checked'), paths[pair])
+            self.assertEqual(('not_checked',) * 3, paths[pair])
             self.assertIn('after GPU 2 -> GPU 1 hung',
                           entries[pair]['copy_engine']['detail'])
         self.assert_p2p_disabled(err, [(2, 1), (2, 3), (3, 1), (3, 2)])
@@ -214,9 +249,7 @@ class VerifyP2PTest(testtools.TestCase):
                                              pair='1:0')
         self.assertEqual(1, status)
         entries = {(e['src'], e['dst']): e for e in result['pairs']}
-        self.assertEqual(('passed', 'passed'), (
-            entries[0, 1]['copy_engine']['status'],
-            entries[0, 1]['sm_stores']['status']))
+        self.assertEqual(PASSED, self.paths(result)[0, 1])
         self.assertEqual(
             {'status': 'failed',
              'detail': 'the probe died in cuMemcpyPeer (exit status -11)'},
@@ -276,10 +309,10 @@ class VerifyP2PTest(testtools.TestCase):
         self.verify(gpus=4, log=log)
         self.verify(gpus=4, log=log)
         runs = [line.split() for line in self.read(log).splitlines()]
-        self.assertEqual(48, len(runs))
-        first, second = runs[:24], runs[24:]
+        self.assertEqual(72, len(runs))
+        first, second = runs[:36], runs[36:]
         for run in first, second:
-            # Both paths of a pair write the same data...
+            # Every path of a pair moves the same data...
             by_pair = {}
             for path, src, dst, size, digest in run:
                 by_pair.setdefault((src, dst), set()).add(digest)
@@ -291,7 +324,7 @@ class VerifyP2PTest(testtools.TestCase):
 
     def test_a_later_pass_removes_only_its_own_lines(self):
         self.verify(gpus=2, mode='corrupt-sm')
-        self.assertIn(nccl_conf.SETTING, self.read(self.conf))
+        self.assertIn(nccl_conf.SETTING.decode(), self.read(self.conf))
         status, out, _, result = self.verify(gpus=2)
         self.assertEqual((0, 'passed'), (status, result['status']))
         self.assertIn('removed the NCCL_P2P_DISABLE an earlier check set in '
@@ -327,9 +360,9 @@ class VerifyP2PTest(testtools.TestCase):
 
     def test_bad_options(self):
         for option, value, said in [
-                ('--mib', '0', "'0' is not a whole number of at least 1"),
-                ('--timeout', 'soon', "'soon' is not a number of at least "
-                                      "0.1")]:
+                ('--mib', '0', "'0' is not a whole number from 1 to 65536"),
+                ('--timeout', 'soon', "'soon' is not a number from 0.1 to "
+                                      "86400")]:
             status, out, err, result = self.verify(option, value, gpus=2)
             # argparse's usage, then one line naming the option.
             self.assertEqual(2, status)
@@ -337,6 +370,164 @@ class VerifyP2PTest(testtools.TestCase):
                              'argument %s: %s' % (option, said),
                              err.splitlines()[-1])
             self.assertIsNone(result)
+
+
+class HostileInputTest(StandInCase):
+    """Issue 42: a tenant's files, a driver's output, the options."""
+
+    def write_conf(self, data):
+        with open(self.conf, 'wb') as f:
+            f.write(data)
+
+    def read_bytes(self, path):
+        with open(path, 'rb') as f:
+            return f.read()
+
+    def test_any_bytes_in_nccl_conf_turn_p2p_off_and_come_back(self):
+        """Item 1: the user's bytes are kept exactly, both ways."""
+        self.write_conf(USER_BYTES)
+        status, _, err, result = self.verify(gpus=2, mode='corrupt-ce',
+                                             pair='0:1')
+        self.assertEqual(1, status, err)
+        self.assertTrue(result['nccl_p2p_disabled_by_this_check'], err)
+        data = self.read_bytes(self.conf)
+        self.assertTrue(data.startswith(nccl_conf.MARK), data[:200])
+        self.assertEqual('1', nccl_reads(data.decode('latin-1'))[
+            'NCCL_P2P_DISABLE'])
+        self.assertTrue(data.endswith(USER_BYTES))
+        status, out, _, _ = self.verify(gpus=2)
+        self.assertEqual(0, status)
+        self.assertIn('removed the NCCL_P2P_DISABLE', out)
+        self.assertEqual(USER_BYTES, self.read_bytes(self.conf))
+
+    def test_nccl_conf_written_through_a_link_only_root_made(self):
+        """Item 1: /etc/nccl.conf kept elsewhere by its administrator."""
+        real = os.path.join(self.tmp, 'managed', 'nccl.conf')
+        os.mkdir(os.path.dirname(real))
+        os.rename(self.conf, real)
+        os.symlink(os.path.join('managed', 'nccl.conf'), self.conf)
+        status, _, err, result = self.verify(gpus=2, mode='corrupt-ce',
+                                             pair='0:1')
+        self.assertEqual(1, status)
+        self.assertTrue(result['nccl_p2p_disabled_by_this_check'], err)
+        self.assertTrue(os.path.islink(self.conf))
+        self.assertTrue(self.read(real).endswith(TENANT_CONF))
+        self.assertEqual('1', nccl_reads(self.read(real))['NCCL_P2P_DISABLE'])
+
+    def test_a_link_another_user_made_is_not_followed(self):
+        """Item 10: in a directory others can write, sticky or not."""
+        if os.geteuid() != 0:
+            self.skipTest('making another user\'s link needs root')
+        for mode in (0o1777, 0o777):
+            os.chmod(self.tmp, mode)
+            victim = os.path.join(self.tmp, 'victim')
+            with open(victim, 'w') as f:
+                f.write('root only\n')
+            os.remove(self.conf)
+            os.symlink(victim, self.conf)
+            os.lchown(self.conf, 4242, -1)
+            status, _, err, result = self.verify(gpus=2, mode='corrupt-ce',
+                                                 pair='0:1')
+            self.assertEqual(1, status)
+            self.assertIn('NCCL P2P is NOT turned off: cannot write %s: '
+                          'refusing %s: a symbolic link, not followed: '
+                          'owned by uid 4242' % (self.conf, self.conf), err)
+            self.assertEqual('root only\n', self.read(victim))
+
+    def test_a_multi_line_death_stays_one_line_everywhere(self):
+        """Item 2: a fault handler's stack on stderr, then a pass."""
+        status, _, err, result = self.verify(
+            gpus=2, mode='crash', pair='1:0',
+            env={'PYTHONFAULTHANDLER': '1'})
+        self.assertEqual(1, status)
+        self.assertIn('\n  File "',
+                      result['pairs'][1]['copy_engine']['detail'])
+        for text in (err, self.read(self.console)):
+            for line in text.splitlines():
+                self.assertTrue(line.startswith('nova-gpu-p2p-guest: '),
+                                line)
+        for line in self.read(self.conf).splitlines():
+            self.assertTrue(
+                line.startswith(nccl_conf.MARK.decode()) or line in (
+                    nccl_conf.SETTING.decode(), 'NCCL_DEBUG=WARN',
+                    'NCCL_P2P_DISABLE=0'), line)
+        status, out, _, _ = self.verify(gpus=2)
+        self.assertEqual(0, status)
+        self.assertEqual(TENANT_CONF, self.read(self.conf))
+
+    def test_a_read_back_that_copies_nothing_fails(self):
+        """Item 3: GPU 2 -> 1 would pass on GPU 2 -> 0's data."""
+        status, _, err, result = self.verify(gpus=3, mode='no-readback',
+                                             pair='2:1')
+        self.assertEqual(1, status)
+        expected = {tuple(p): PASSED for p in ordered_pairs(3)}
+        expected[2, 1] = ('failed',) * 3
+        self.assertEqual(expected, self.paths(result))
+        self.assertEqual(3, result['failures'][0].count(
+            'the read-back copied nothing'))
+
+    def test_a_driver_printing_while_a_copy_hangs_is_hung(self):
+        """Item 4: output meanwhile does not restart the bound."""
+        status, _, _, result = self.verify(
+            '--timeout', '1', gpus=2, mode='hang-chatty', pair='1:0',
+            timeout=60)
+        self.assertEqual(1, status)
+        self.assertEqual(
+            {'status': 'hung',
+             'detail': 'cuMemcpyPeer did not return within 1 s'},
+            result['pairs'][1]['copy_engine'])
+
+    def test_megabytes_without_a_newline_are_dropped(self):
+        """Item 4: 16 MiB of driver output before the events."""
+        status, _, err, result = self.verify(gpus=2, mode='flood')
+        self.assertEqual((0, 'passed'), (status, result['status']), err)
+
+    def assert_usage(self, said, option, *options, **stand_in):
+        """Exit status 2, argparse's one line last; nothing touched."""
+        status, out, err, result = self.verify(*options, **stand_in)
+        self.assertEqual(2, status, err)
+        self.assertEqual('nova-gpu-p2p-guest verify-p2p: error: argument '
+                         '%s: %s' % (option, said), err.splitlines()[-1])
+        self.assertTrue(err.splitlines()[0].startswith('usage: '), err)
+        self.assertEqual(2, len(err.splitlines()) - err.count('\n  '), err)
+        self.assertIsNone(result)
+        self.assert_untouched()
+
+    def test_options_refused_as_usage_errors(self):
+        """Items 5 and 13: nothing turned off, one line each."""
+        for option, value, said in [
+                ('--setup-timeout', 'nan', "'nan' is not a number"),
+                ('--timeout', 'inf', "'inf' is not a number"),
+                ('--setup-timeout', '1e10', "'1e10' is not a number"),
+                ('--timeout', '1' * 12, "'%s' is not a number" % ('1' * 12)),
+                ('--mib', '\u0663', "'\u0663' is not a whole number"),
+                ('--mib', '1_0', "'1_0' is not a whole number"),
+                ('--timeout', '\u0665', "'\u0665' is not a number"),
+                ('--library', '', "'' is not a file name"),
+                ('--library', 'libcuda.so.1\nFAKE', "'libcuda.so.1\\nFAKE' "
+                 "is not a file name"),
+                ('--console', '', "'' is not a file name")]:
+            status, _, err, result = self.verify(option, value, gpus=2)
+            self.assertEqual(2, status, err)
+            last = err.splitlines()[-1]
+            self.assertTrue(last.startswith(
+                'nova-gpu-p2p-guest verify-p2p: error: argument %s: %s'
+                % (option, said)), last)
+            self.assertIsNone(result)
+            self.assert_untouched()
+
+    def test_more_mib_than_a_gpu_holds(self):
+        """Item 5: the caller's mistake, not a P2P failure."""
+        self.assert_usage(
+            '64 MiB: the check needs two buffers of that size on each GPU, '
+            'and GPU 0 (%s) has 100 MiB' % (ADDRESS % 0x18), '--mib',
+            '--mib', '64', gpus=2, memory_mib=100)
+
+    def test_a_library_that_is_no_cuda_driver(self):
+        """Item 5: the Python binary, libc: refused, nothing turned off."""
+        self.assert_usage(
+            '%s has no cuInit: not a CUDA driver library' % LIBC,
+            '--library', library=LIBC, gpus=2)
 
 
 def nccl_reads(text: str) -> dict:
@@ -355,23 +546,100 @@ def nccl_reads(text: str) -> dict:
 class NcclConfTest(testtools.TestCase):
 
     def test_our_setting_wins_and_our_comments_set_nothing(self):
-        text = nccl_conf.disabled(TENANT_CONF, '2026-11-27T05:40:46Z',
+        text = nccl_conf.disabled(TENANT_CONF.encode(),
+                                  '2026-11-27T05:40:46Z',
                                   ['GPU 0 -> GPU 1: a=b'])
         self.assertEqual({'NCCL_DEBUG': 'WARN', 'NCCL_P2P_DISABLE': '1'},
-                         nccl_reads(text))
-        self.assertTrue(text.endswith(TENANT_CONF))
+                         nccl_reads(text.decode()))
+        self.assertTrue(text.endswith(TENANT_CONF.encode()))
 
     def test_one_block_however_often_it_fails(self):
-        once = nccl_conf.disabled(TENANT_CONF, 'then', ['x'])
+        once = nccl_conf.disabled(TENANT_CONF.encode(), 'then', ['x'])
         twice = nccl_conf.disabled(once, 'now', ['y'])
-        self.assertEqual(1, twice.count(nccl_conf.SETTING + '\n'))
-        self.assertNotIn('then', twice)
-        self.assertEqual(TENANT_CONF, nccl_conf.without_ours(twice))
+        self.assertEqual(1, twice.count(nccl_conf.SETTING + b'\n'))
+        self.assertNotIn(b'then', twice)
+        self.assertEqual(TENANT_CONF.encode(), nccl_conf.without_ours(twice))
 
     def test_only_our_lines_are_removed(self):
-        text = '# mine\nNCCL_P2P_DISABLE=1\n'
+        text = b'# mine\nNCCL_P2P_DISABLE=1\n'
         self.assertEqual(text, nccl_conf.without_ours(text))
-        self.assertEqual('', nccl_conf.without_ours(''))
+        self.assertEqual(b'', nccl_conf.without_ours(b''))
+
+    def test_any_failure_text_is_one_ascii_line(self):
+        """Issue 42 item 2: a stack on stderr stays in the marked block."""
+        text = nccl_conf.disabled(
+            USER_BYTES, 'now', ['died: Fatal Python error\n\nThread\r  '
+                                'File "x", line 1\n\u00e9\u202e'])
+        ours = text[:-len(USER_BYTES)].split(b'\n')[:-1]
+        self.assertEqual(4, len(ours), ours)
+        for line in ours[:-1]:
+            self.assertTrue(line.startswith(nccl_conf.MARK), line)
+        self.assertEqual(nccl_conf.SETTING, ours[-1])
+        b'\n'.join(ours).decode('ascii')
+        self.assertEqual(USER_BYTES, nccl_conf.without_ours(text))
+
+
+class WatchdogLinesTest(testtools.TestCase):
+    """Issue 42 item 4: the child's output, read in bounded pieces."""
+
+    def test_a_line_without_end_is_dropped_as_it_comes(self):
+        lines = watchdog.Lines()
+        event = b'{"ready": true}'
+        found = lines.feed(b'{"call": "cuInit"}\n' + b'x' * 1000)
+        for _ in range(256):  # 16 MiB in the pipe's pieces
+            found += lines.feed(b'x' * 65536)
+            self.assertLessEqual(len(lines.pending), watchdog.MAX_EVENT)
+        found += lines.feed(b'x\n' + event + b'\n')
+        self.assertEqual([b'{"call": "cuInit"}', event], found)
+
+
+class ConsoleTest(testtools.TestCase):
+    """The console may be slow, stopped or planted: never waited on."""
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+
+    def test_a_console_stopped_by_xoff_is_not_waited_on(self):
+        """Issue 42 item 4: a serial console that takes nothing.
+
+        In a process of its own, as the agent runs: the tests' eventlet
+        would make os.write wait for the terminal itself.
+        """
+        main, tty = os.openpty()
+        self.addCleanup(os.close, main)
+        self.addCleanup(os.close, tty)
+        termios.tcflow(tty, termios.TCOOFF)
+        done = subprocess.run(
+            [sys.executable, '-c', 'import sys\n'
+             'from nova_gpu_p2p_guest import p2p_verify as v\n'
+             'v.CONSOLE_STALL_SECONDS = 0.05\n'
+             'print(v._console(sys.argv[1], ["x" * 200] * 1000))',
+             os.ttyname(tty)],
+            env=dict(os.environ, PYTHONPATH=test_guest_agent.AGENT_SOURCE),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            universal_newlines=True, timeout=60)
+        self.assertEqual(0, done.returncode, done.stdout)
+        self.assertIn('took no output for 0.05 s', done.stdout)
+
+    def test_a_link_another_user_planted_is_not_followed(self):
+        """Issue 42 item 10: it would append to a root-owned file."""
+        if os.geteuid() != 0:
+            self.skipTest('making another user\'s link needs root')
+        os.chmod(self.tmp, 0o1777)
+        victim = os.path.join(self.tmp, 'shadow')
+        with open(victim, 'w') as f:
+            f.write('root:x:\n')
+        console = os.path.join(self.tmp, 'console')
+        os.symlink(victim, console)
+        os.lchown(console, 4242, -1)
+        self.assertEqual(
+            'refusing %s: a symbolic link owned by uid 4242, not by this '
+            'user (uid 0) or root, in a sticky directory others can write '
+            'to' % console,
+            p2p_verify._console(console, ['nova-gpu-p2p-guest: failed']))
+        with open(victim) as f:
+            self.assertEqual('root:x:\n', f.read())
 
 
 class RotationTest(testtools.TestCase):
@@ -438,7 +706,8 @@ class BenchQuickTest(testtools.TestCase):
     def test_two_gpus_one_mib_one_round(self):
         result = verify_p2p_bench.run(gpus=2, mib=1, rounds=1)
         self.assertEqual(2, result['pairs'])
-        self.assertEqual(4 << 20, result['bytes_moved']['gpu_to_gpu'])
+        # Two ordered pairs, three paths each.
+        self.assertEqual(6 << 20, result['bytes_moved']['gpu_to_gpu'])
         self.assertGreater(result['stand_in_seconds'], 0)
         self.assertEqual(set(verify_p2p_bench.P2P_GBPS),
                          set(result['estimate_seconds']))
