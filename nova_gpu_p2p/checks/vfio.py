@@ -82,8 +82,8 @@ def _bind_fix(gpu: model.PCIFunction) -> str:
         return ('bind it to nvgrace_gpu_vfio_pci: modprobe '
                 'nvgrace-gpu-vfio-pci, then driverctl set-override %s '
                 'nvgrace_gpu_vfio_pci, and list it with "managed": "no" in '
-                '[pci] device_spec (%s)' % (gpu.address,
-                                           result.see(result.Doc.GRACE)))
+                '[pci] device_spec (%s)' % (
+                    gpu.address, result.see(result.Doc.GRACE)))
     return ('bind it to vfio-pci: driverctl set-override %s vfio-pci, or '
             'vfio-pci.ids=%04x:%04x on the kernel command line with the '
             'nvidia and nouveau drivers blacklisted (%s)' % (

@@ -432,7 +432,6 @@ class SysfsBackend(backends.TopologyBackend):
                 node.distances[kept] for kept in read))
             for node in read.values())
 
-
     @staticmethod
     def _generic_initiators(base: str, findings: list[str]) -> frozenset[int]:
         """The ACPI Generic Initiator nodes (Linux 5.10 and later).

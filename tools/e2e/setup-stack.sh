@@ -48,8 +48,11 @@ readonly SID_ROOT=/var/lib/nova-gpu-p2p/e2e-sid
 readonly SID_MIRROR=http://deb.debian.org/debian
 # sid's stack in the chroot (virt-xml-validate: libvirt-clients and
 # xmllint; virtlogd: libvirt-daemon-log, pulled in by libvirt-daemon).
+# qemu-system-arm and qemu-efi-aarch64 (AAVMF): the Grace guests, aarch64
+# `virt` under UEFI.
 readonly SID_STACK=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
-                    qemu-system-x86 seabios ovmf libxml2-utils)
+                    qemu-system-x86 seabios ovmf libxml2-utils
+                    qemu-system-arm qemu-efi-aarch64)
 # On the host for sid: the guest's kernel and busybox (not part of the
 # stack under test) and debootstrap.
 readonly SID_HOST_TOOLS=(debootstrap busybox-static linux-image-amd64)
