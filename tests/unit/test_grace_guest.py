@@ -29,6 +29,8 @@ import testtools
 
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import grace_cells
+from nova_gpu_p2p.guest import libvirt_config
+from nova_gpu_p2p.guest import metadata
 from nova_gpu_p2p.guest import nova_guest
 from nova_gpu_p2p.guest import plan as plan_mod
 from nova_gpu_p2p.topology import grace
@@ -36,6 +38,7 @@ from tests.fixtures import grace_guest
 from tests.fixtures import hosts
 
 GiB = 1 << 30
+P2P = libvirt_config.GPU_P2P_NS
 GH200 = '0009:01:00.0'
 GB200 = ['0008:01:00.0', '0009:01:00.0', '0018:01:00.0', '0019:01:00.0']
 
@@ -171,3 +174,12 @@ class TestGraceXML(testtools.TestCase):
         self.assertEqual(['0', '1'], [m.get('cellid') for m in
                                       root.iterfind('numatune/memnode')])
         self.assertEqual('virt', root.find('os/type').get('machine'))
+        record = root.find('metadata/{%s}decision' % P2P)
+        self.assertEqual(['2-9', '10-17', '18-25'], [
+            d.get('initiator_nodes')
+            for d in record.iterfind('{%s}device' % P2P)])
+
+    def test_summary_names_the_memory_nodes(self):
+        _, plan = grace_guest.plan('gh200', [GH200], (0,))
+        self.assertIn('0009:01:00.0 on expander bus 3 (guest node 0), '
+                      'memory on guest nodes 1-8', metadata.summary(plan))
