@@ -179,7 +179,7 @@ install_host_stack() {
 # otherwise keep the lock's descriptor, and so the lock, as long as it runs.
 close_inherited_fds() {
     local fd
-    for fd in /proc/$BASHPID/fd/*; do
+    for fd in "/proc/$BASHPID/fd/"*; do
         fd=${fd##*/}
         if ((fd > 2 && fd != 255)); then
             eval "exec $fd>&-" 2>/dev/null || true
