@@ -24,11 +24,13 @@ import os
 
 import testtools
 
+from nova_gpu_p2p.checks import versions
 from nova_gpu_p2p.checks import vfio
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import grace
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p import traits
 from tests.fixtures import hosts
 from tests.unit import test_cli
 from tests.unit import test_corpus
@@ -164,3 +166,29 @@ class TestGraceBindings(testtools.TestCase):
         self.assertIn('a Grace GPU bound to vfio-pci', checks[0].message)
         self.assertIn('driverctl set-override 0009:01:00.0 '
                       'nvgrace_gpu_vfio_pci', checks[0].fix)
+
+
+class TestGraceStack(testtools.TestCase):
+    """A Grace host with libvirt or QEMU too old for generic initiators."""
+
+    def test_check_fails_and_no_numa_affinity_trait(self):
+        topology = test_corpus.discover('gb200-tray')
+        for libvirt, qemu, ok in (((12, 8, 0), (11, 1, 0), True),
+                                  ((11, 3, 0), (10, 0, 0), False),
+                                  ((11, 8, 0), (8, 2, 0), False)):
+            checks = versions.check_versions(
+                versions.HostVersions(libvirt, qemu), topology, False)
+            (check,) = [c for c in checks
+                        if c.subject == versions.GRACE_TITLE]
+            self.assertEqual('SUCCESS' if ok else 'FAILURE',
+                             check.code.name)
+            self.assertEqual(
+                {traits.GPU_NUMA_AFFINITY} if ok else set(),
+                traits.numa_affinity(topology, libvirt, qemu))
+        self.assertIn('their builds are refused here', check.message)
+
+    def test_no_grace_line_elsewhere(self):
+        checks = versions.check_versions(
+            versions.HostVersions((11, 3, 0), (10, 0, 0)),
+            test_corpus.discover('four-numa-7gpu'), False)
+        self.assertNotIn(versions.GRACE_TITLE, [c.subject for c in checks])
