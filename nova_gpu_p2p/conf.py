@@ -347,6 +347,19 @@ OPTS = [
              'physical address bits QEMU gives a guest), and at least what '
              'the devices\' BARs need, or the build is refused (kept to '
              'Nova\'s layout for hw:gpu_numa_affinity=preferred).'),
+    cfg.IntOpt(
+        'grace_numa_cells_per_gpu',
+        default=8,
+        min=1,
+        max=64,
+        help='On Grace Hopper and Grace Blackwell hosts (GPUs bound to '
+             'nvgrace_gpu_vfio_pci), how many CPU-less, memory-less guest '
+             'NUMA cells each passed-through GPU gets, tied to it as ACPI '
+             'Generic Initiators (libvirt <hostdev><acpi nodeset>); the '
+             'NVIDIA guest driver onlines the GPU\'s memory on them. '
+             'NVIDIA\'s recipe is eight, one per MIG instance. Needs '
+             'hw:gpu_numa_affinity on the flavor, libvirt 11.8 and QEMU '
+             '9.0.'),
     cfg.BoolOpt(
         'guest_topology',
         default=True,

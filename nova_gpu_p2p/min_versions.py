@@ -59,6 +59,11 @@ QEMU_FWCFG = (2, 5, 0)
 #: are therefore the binding ones.
 LIBVIRT_NUMA_AFFINITY = (8, 0, 0)
 QEMU_NUMA_AFFINITY = (6, 2, 0)
+#: Grace GPUs' memory as guest NUMA cells: QEMU 9.0 added the
+#: ``acpi-generic-initiator`` object (``pci-dev``, ``node``), libvirt
+#: 11.8.0 writes one per node of a PCI hostdev's ``<acpi nodeset>``.
+LIBVIRT_GENERIC_INITIATOR = (11, 8, 0)
+QEMU_GENERIC_INITIATOR = (9, 0, 0)
 #: Not a feature minimum but an observation: libvirt 9.0 (Debian 12)
 #: refuses the UEFI domain XML Nova 34 writes (``<os firmware='efi'>``
 #: with ``<loader secure='no'/>``); 11.3 (bookworm-backports) is the

@@ -30,6 +30,7 @@ named by os-traits' rule for them (:func:`os_traits.normalize_name`).
 import os_traits
 
 from nova_gpu_p2p import min_versions
+from nova_gpu_p2p.topology import grace
 from nova_gpu_p2p.topology import host_cliques as cliques_mod
 from nova_gpu_p2p.topology import model
 
@@ -78,10 +79,16 @@ def numa_affinity(topology: model.HostTopology,
     """CUSTOM_GPU_NUMA_AFFINITY: this host can bind guest buses to nodes.
 
     Needs a GPU whose host NUMA node is known (nothing to bind otherwise)
-    and the libvirt and QEMU the guest XML for it needs (:mod:`min_versions`).
+    and the libvirt and QEMU the guest XML for it needs (:mod:`min_versions`);
+    on a Grace host, those its GPUs' generic-initiator cells need, without
+    which every such build here is refused.
     """
     if (libvirt_version < min_versions.LIBVIRT_NUMA_AFFINITY
             or qemu_version < min_versions.QEMU_NUMA_AFFINITY):
+        return set()
+    if grace.discover(topology).gpus and (
+            libvirt_version < min_versions.LIBVIRT_GENERIC_INITIATOR
+            or qemu_version < min_versions.QEMU_GENERIC_INITIATOR):
         return set()
     if not any(gpu.numa_node is not None for gpu in topology.gpus()):
         return set()

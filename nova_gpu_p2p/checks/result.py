@@ -47,6 +47,7 @@ class Doc(str, enum.Enum):
     FM_MODULE_IDS = 'GPU module IDs unknown'
     CONSUMER_GPUS = 'Consumer GPUs'
     LIBVIRT_PYTHON = 'libvirt-python missing'
+    GRACE = 'Grace GPUs'
 
 
 def see(section: Doc) -> str:

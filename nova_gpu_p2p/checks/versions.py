@@ -27,6 +27,7 @@ from oslo_utils import versionutils
 
 from nova_gpu_p2p.checks import result
 from nova_gpu_p2p import min_versions
+from nova_gpu_p2p.topology import grace
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits as traits_mod
 
@@ -38,6 +39,7 @@ VIRSH_VERSION = ('virsh', '-c', 'qemu:///system', 'version', '--daemon')
 OVERRIDE_TITLE = 'libvirt: clique IDs'
 UEFI_XML_TITLE = 'libvirt: UEFI guest XML'
 NUMA_AFFINITY_TITLE = 'QEMU: NUMA affinity'
+GRACE_TITLE = 'libvirt and QEMU: Grace GPUs'
 
 
 def parse_version(text: str | None) -> Version | None:
@@ -164,7 +166,28 @@ def check_versions(versions: HostVersions, topology: model.HostTopology,
                version_text(min_versions.QEMU_NUMA_AFFINITY)), how))
     if libvirt is not None and qemu is not None:
         checks.append(_check_numa_affinity(libvirt, qemu, topology))
+        if grace.discover(topology).gpus:
+            checks.append(_check_grace(libvirt, qemu))
     return checks
+
+
+def _check_grace(libvirt: Version, qemu: Version) -> result.Check:
+    """Grace GPUs' memory cells: libvirt 11.8 and QEMU 9.0."""
+    have = 'QEMU %s with libvirt %s' % (version_text(qemu),
+                                        version_text(libvirt))
+    needs = 'libvirt %s and QEMU %s' % (
+        version_text(min_versions.LIBVIRT_GENERIC_INITIATOR),
+        version_text(min_versions.QEMU_GENERIC_INITIATOR))
+    if (libvirt >= min_versions.LIBVIRT_GENERIC_INITIATOR
+            and qemu >= min_versions.QEMU_GENERIC_INITIATOR):
+        return result.success(GRACE_TITLE, '%s gives Grace GPUs their '
+                              'memory\'s NUMA cells (needs %s)'
+                              % (have, needs))
+    return result.failure(
+        GRACE_TITLE, '%s cannot give Grace GPUs their memory\'s NUMA cells '
+        '(ACPI generic initiators need %s): their builds are refused here'
+        % (have, needs), 'upgrade libvirt and QEMU (%s)'
+        % result.see(result.Doc.GRACE))
 
 
 def _check_override(libvirt: Version, has_cliques: bool) -> result.Check:

@@ -23,6 +23,7 @@ import os
 from nova_gpu_p2p_guest import input_file
 
 from nova_gpu_p2p.checks import result
+from nova_gpu_p2p.topology import grace
 from nova_gpu_p2p.topology import model
 
 #: Drivers VFIO accepts next to vfio-pci in an IOMMU group it uses.
@@ -77,6 +78,12 @@ def check_iommu(topology: model.HostTopology, sysfs_root: str | None,
 
 
 def _bind_fix(gpu: model.PCIFunction) -> str:
+    if grace.is_grace_gpu(gpu):
+        return ('bind it to nvgrace_gpu_vfio_pci: modprobe '
+                'nvgrace-gpu-vfio-pci, then driverctl set-override %s '
+                'nvgrace_gpu_vfio_pci, and list it with "managed": "no" in '
+                '[pci] device_spec (%s)' % (
+                    gpu.address, result.see(result.Doc.GRACE)))
     return ('bind it to vfio-pci: driverctl set-override %s vfio-pci, or '
             'vfio-pci.ids=%04x:%04x on the kernel command line with the '
             'nvidia and nouveau drivers blacklisted (%s)' % (
@@ -100,7 +107,12 @@ def check_bindings(topology: model.HostTopology,
         if function.iommu_group is not None:
             groups.setdefault(function.iommu_group, []).append(function)
     for gpu in topology.gpus():
-        if gpu.driver in drivers:
+        if grace.is_grace_gpu(gpu) and gpu.driver == 'vfio-pci':
+            checks.append(result.failure(
+                gpu.address, 'a Grace GPU bound to vfio-pci: the guest '
+                'gets no access to its coherent memory, which only '
+                'nvgrace_gpu_vfio_pci exposes', _bind_fix(gpu)))
+        elif gpu.driver in drivers or gpu.driver == grace.VFIO_DRIVER:
             ready.append(gpu.address)
         elif gpu.driver is None:
             checks.append(result.warning(
@@ -140,6 +152,9 @@ def check_bindings(topology: model.HostTopology,
             % (len(ready), len(topology.gpus()))))
     elif ready:
         checks.insert(0, result.success(
-            'vfio-pci', '%d of %d NVIDIA GPUs bound to vfio-pci'
-            % (len(ready), len(topology.gpus()))))
+            'vfio-pci', '%d of %d NVIDIA GPUs bound to %s' % (
+                len(ready), len(topology.gpus()),
+                'vfio-pci or ' + grace.VFIO_DRIVER
+                if any(topology.functions[a].driver == grace.VFIO_DRIVER
+                       for a in ready) else 'vfio-pci')))
     return checks

@@ -15,6 +15,7 @@
 """``nova-gpu-p2p topology``: the GPUs as the driver sees them."""
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -24,6 +25,7 @@ from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.topology import consumer_gpus
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import grace
 from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p import traits
@@ -42,6 +44,7 @@ def to_json(result: host_gpus.HostGPUs, level: str, acs_policy: str,
     topology = result.topology
     policy = link_class.AcsPolicy(acs_policy)
     gpus = topology.gpus()
+    on_grace = grace.discover(topology)
     links = {}
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
@@ -79,8 +82,28 @@ def to_json(result: host_gpus.HostGPUs, level: str, acs_policy: str,
                     if result.cliques.ids[g[0]] is not None],
         'traits': sorted(traits.p2p_traits(topology, result.cliques)),
         'config_space_read': topology.config_space_read,
-        'findings': list(topology.findings + result.cliques.findings),
+        'grace': [dataclasses.asdict(on_grace.gpus[address])
+                  for address in sorted(on_grace.gpus)],
+        'findings': list(topology.findings + result.cliques.findings
+                         + on_grace.findings),
     }
+
+
+def _size(size: int) -> str:
+    return '%d GiB' % (size >> 30) if size >= grace.GiB else (
+        '%d MiB' % (size >> 20))
+
+
+def _grace_lines(report: dict) -> list[str]:
+    """Each Grace GPU's socket, memory nodes, memory BARs and SMMU."""
+    return ['Grace GPU %s %s on %s: socket node %s, memory nodes %s, '
+            'memory BARs %s, behind %s' % (
+                gpu['address'], gpu['model'] or '(unknown model)',
+                gpu['driver'], _numa(gpu['socket']),
+                ','.join(map(str, gpu['memory_nodes'])) or '(unknown)',
+                ' + '.join(map(_size, gpu['memory_bars'])) or '(unknown)',
+                gpu['smmu'] or 'no IOMMU')
+            for gpu in report['grace']]
 
 
 #: --json's ``consumer`` per GPU kind: null where unknown.
@@ -172,6 +195,7 @@ def render_matrix(report: dict) -> str:
     lines.append('; '.join([legend] + [_LEGEND[mark] for mark in _LEGEND
                                        if mark in marks]))
     lines.extend(_nic_lines(report))
+    lines.extend(_grace_lines(report))
     lines.extend('%s %s: %s GPU: %s' % (
         labels[i], gpu['address'], gpu['kind'], gpu['identity_rule'])
         for i, gpu in enumerate(gpus) if gpu['kind'])

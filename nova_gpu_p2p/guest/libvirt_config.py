@@ -164,25 +164,29 @@ class PCIeRootController(_FromNova,
 
 
 class HostdevPCI(_FromNova, vconfig.LibvirtConfigGuestHostdevPCI):
-    """Nova's PCI hostdev, plus alias, ``<driver>`` and guest address.
+    """Nova's PCI hostdev, plus alias, ``<driver>``, ``<acpi>``, address.
 
     Nova parses a hostdev's alias (its ``alias`` field) but does not write
     it; the clique override needs a user alias (``ua-``) to name the
-    device.
+    device. ``<acpi nodeset>`` (libvirt 11.8) makes the guest NUMA cells
+    it names the device's ACPI Generic Initiator nodes.
     """
 
-    ADDED_ELEMENTS = ('driver', 'alias', 'address')
+    ADDED_ELEMENTS = ('driver', 'alias', 'address', 'acpi')
 
     def __init__(self) -> None:
         super().__init__()
         self.driver_name: str | None = None
         self.guest_address: (vconfig.LibvirtConfigGuestDeviceAddressPCI
                              | None) = None
+        self.acpi_nodeset: str | None = None
 
     def format_dom(self):
         dev = super().format_dom()
         if self.driver_name is not None:
             etree.SubElement(dev, 'driver', name=self.driver_name)
+        if self.acpi_nodeset is not None:
+            etree.SubElement(dev, 'acpi', nodeset=self.acpi_nodeset)
         if self.alias is not None:
             etree.SubElement(dev, 'alias', name=self.alias)
         if self.guest_address is not None:
@@ -225,6 +229,16 @@ class NUMACell(_FromNova, vconfig.LibvirtConfigGuestCPUNUMACell):
                 etree.SubElement(distances, 'sibling', id=str(cell_id),
                                  value=str(value))
         return cell
+
+
+def initiator_cell(cell_id: int,
+                   distances: dict[int, int] | None) -> NUMACell:
+    """A guest cell with neither CPUs nor memory: a device's node."""
+    cell = NUMACell()
+    cell.id = cell_id
+    cell.memory = 0
+    cell.distances = distances
+    return cell
 
 
 def _qemu(name: str) -> str:

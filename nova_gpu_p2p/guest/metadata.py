@@ -43,6 +43,9 @@ def _placement(plan: plan_mod.GuestPlan) -> list[dict[str, str]]:
             row['expander_bus'] = str(bus.index)
             row['root_port'] = str(port.index)
             row['guest_node'] = str(bus.guest_node)
+        initiators = plan.grace.nodeset(device.address)
+        if initiators is not None:
+            row['initiator_nodes'] = initiators
         rows.append(row)
     return rows
 
@@ -98,6 +101,8 @@ def summary(plan: plan_mod.GuestPlan) -> str:
         if 'expander_bus' in row:
             text += ' on expander bus %s (guest node %s)' % (
                 row['expander_bus'], row['guest_node'])
+        if 'initiator_nodes' in row:
+            text += ', memory on guest nodes %s' % row['initiator_nodes']
         parts.append(text)
     line = 'GPU P2P layout: %s' % ('; '.join(parts) or 'no devices')
     if plan.buses.buses:

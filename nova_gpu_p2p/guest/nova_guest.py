@@ -170,7 +170,8 @@ def _device(device, plan: plan_mod.GuestPlan,
     # libvirt build the command line where /dev/vfio is not visible (its
     # default otherwise fails with "invalid PCI passthrough type").
     hostdev = libvirt_config.HostdevPCI.from_nova(
-        device, guest_address=guest_address, driver_name='vfio')
+        device, guest_address=guest_address, driver_name='vfio',
+        acpi_nodeset=plan.grace.nodeset(address))
     if address in plan.cliques:
         hostdev.alias = device_alias(address)
         override.devices.append(libvirt_config.clique_override(
@@ -208,6 +209,28 @@ def _in_address_order(devices: list) -> list:
     return result
 
 
+def _numa_cells(cpu: vconfig.LibvirtConfigGuestCPU,
+                plan: plan_mod.GuestPlan) -> vconfig.LibvirtConfigGuestCPU:
+    """Nova's cells with distances, then the Grace GPUs' cells.
+
+    New cpu and numa containers: Nova's own objects stay unchanged.
+    """
+    def distances(position: int) -> dict[int, int] | None:
+        if plan.distances is None:
+            return None
+        return dict(enumerate(plan.distances[position]))
+
+    result = libvirt_config.rebuilt(cpu)
+    result.numa = libvirt_config.rebuilt(cpu.numa)
+    result.numa.cells = [
+        libvirt_config.NUMACell.from_nova(cell, distances=distances(position))
+        for position, cell in enumerate(cpu.numa.cells)]
+    for position, cell in enumerate(plan.grace.cells, len(cpu.numa.cells)):
+        result.numa.cells.append(libvirt_config.initiator_cell(
+            cell.cell, distances(position)))
+    return result
+
+
 def apply(guest: vconfig.LibvirtConfigGuest,
           plan: plan_mod.GuestPlan) -> libvirt_config.Guest:
     """Nova's config with the plan added; Nova's own choices untouched.
@@ -228,14 +251,8 @@ def apply(guest: vconfig.LibvirtConfigGuest,
         if plan.hole64 is not None and plan.hole64.size:
             root.pcihole64_kib = plan.hole64.size // 1024
         result.devices.extend(_controllers(plan))
-    if plan.distances is not None:
-        # New cpu and numa containers: Nova's own objects stay unchanged.
-        result.cpu = libvirt_config.rebuilt(guest.cpu)
-        result.cpu.numa = libvirt_config.rebuilt(guest.cpu.numa)
-        result.cpu.numa.cells = [
-            libvirt_config.NUMACell.from_nova(cell, distances=dict(
-                enumerate(plan.distances[position])))
-            for position, cell in enumerate(guest.cpu.numa.cells)]
+    if plan.distances is not None or plan.grace.cells:
+        result.cpu = _numa_cells(guest.cpu, plan)
     if plan.guest_topology is not None:
         result.fw_cfg = libvirt_config.SysinfoFwCfg(
             {topology_description.ENTRY_NAME: plan.guest_topology})

@@ -39,11 +39,13 @@ from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import devices as devices_mod
 from nova_gpu_p2p.guest import expander_buses
+from nova_gpu_p2p.guest import grace_cells
 from nova_gpu_p2p.guest import instance_cliques
 from nova_gpu_p2p.guest import numa_distances
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p import min_versions
+from nova_gpu_p2p.topology import grace
 from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 
@@ -63,6 +65,7 @@ class Options:
     numa_distances: bool = True
     pcihole64: str | int = 'auto'
     guest_topology: bool = True
+    grace_cells_per_gpu: int = 8
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> 'Options':
@@ -73,7 +76,8 @@ class Options:
                    align=frozenset(group.align_device_types),
                    numa_distances=group.guest_numa_distances,
                    pcihole64=group.pcihole64,
-                   guest_topology=group.guest_topology)
+                   guest_topology=group.guest_topology,
+                   grace_cells_per_gpu=group.grace_numa_cells_per_gpu)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,8 +129,11 @@ class GuestPlan:
     cliques: dict[str, int] = dataclasses.field(default_factory=dict)
     buses: expander_buses.BusLayout = expander_buses.BusLayout()
     hole64: pcihole64.Hole64 | None = None
-    #: Guest cell distance matrix; None: leave Nova's cells as they are.
+    #: Guest cell distance matrix, Nova's cells then the Grace cells;
+    #: None: leave Nova's cells as they are.
     distances: tuple[tuple[int, ...], ...] | None = None
+    #: CPU-less, memory-less cells tied to Grace GPUs (generic initiators).
+    grace: grace_cells.Layout = grace_cells.Layout()
     #: The fw_cfg entry text describing the placed devices' host topology
     #: (see :mod:`topology_description`); None: no entry.
     guest_topology: str | None = None
@@ -173,6 +180,9 @@ class _Decision:
         self.info: list[str] = []
         self.lost: list[str] = []
         self.refusal: Refusal | None = None
+        on_grace = grace.discover(host.topology).gpus
+        self.grace_gpus = tuple(on_grace[d.address] for d in self.devices
+                                if d.address in on_grace)
 
     def problem(self, message: str, required: bool,
                 reschedule: bool) -> bool:
@@ -226,8 +236,11 @@ class _Decision:
         buses, hole = self.buses(numa_required)
         if self.refusal:
             return self.plan()
+        cells = self.grace(numa_required, buses)
+        if self.refusal:
+            return self.plan()
         return self.plan(cliques=ids, buses=buses, hole64=hole,
-                         distances=self.distances(),
+                         distances=self.distances(cells), grace=cells,
                          guest_topology=self.guest_topology(ids, buses))
 
     def tenant_input_refused(self) -> bool:
@@ -326,10 +339,11 @@ class _Decision:
                          'hw:cpu_policy=dedicated or hw:numa_nodes to the '
                          'flavor' % key, required, reschedule=False)
             return none
-        if 'q35' not in (facts.machine_type or ''):
-            self.problem('%s needs the q35 machine type (PCIe expander '
-                         'buses), this guest has %s: set '
-                         'hw_machine_type=q35 on the image' % (
+        machine = facts.machine_type or ''
+        if 'q35' not in machine and not machine.startswith('virt'):
+            self.problem('%s needs the q35 (x86) or virt (aarch64) machine '
+                         'type (PCIe expander buses), this guest has %s: '
+                         'set hw_machine_type=q35 on the image' % (
                              key, facts.machine_type),
                          required, reschedule=False)
             return none
@@ -342,9 +356,11 @@ class _Decision:
         aligned = [d for d in self.devices
                    if devices_mod.aligned(d, self.options.align)]
         try:
+            # A Grace GPU has a root complex of its own: its own bus.
             layout = expander_buses.layout(
-                aligned, facts.guest_cell_of, self.options.grouping,
-                facts.used_pci_indexes)
+                aligned, facts.guest_cell_of,
+                expander_buses.Grouping.ROOT_COMPLEX if self.grace_gpus
+                else self.options.grouping, facts.used_pci_indexes)
         except exception.GuestLayoutError as exc:
             self.problem('%s: %s' % (key, exc), required, reschedule=False)
             return none
@@ -356,9 +372,12 @@ class _Decision:
                 return none
         if not layout.buses:
             return none
+        # nvgrace-gpu shows a Grace GPU's memory as BARs of its own.
         hole = pcihole64.plan(self.options.pcihole64,
                               tuple(bar for d in self.devices
-                                    for bar in d.bars64),
+                                    for bar in d.bars64)
+                              + tuple(bar for g in self.grace_gpus
+                                      for bar in g.memory_bars),
                               facts.memory, facts.phys_bits)
         if hole.problem:
             if self.problem('%s: %s' % (key, hole.problem), required,
@@ -392,9 +411,48 @@ class _Decision:
                               % exc)
             return None
 
-    def distances(self) -> tuple[tuple[int, ...], ...] | None:
-        cells = self.facts.host_node_of_cell
-        if not self.options.numa_distances or not cells or len(cells) < 2:
+    def grace(self, required: bool,
+              buses: expander_buses.BusLayout) -> grace_cells.Layout:
+        """Generic-initiator cells for the Grace GPUs on expander buses.
+
+        Without them the NVIDIA guest driver cannot use the GPU's memory:
+        a stack that cannot write them refuses a new build whatever the
+        flavor's mode, rather than start a guest with a crippled GPU.
+        """
+        placed = [g for g in self.grace_gpus if buses.port_of(g.address)]
+        if not placed:
+            return grace_cells.Layout()
+        key = '%s=%s' % (extra_specs.NUMA_AFFINITY_KEY,
+                         self.request.numa_affinity.value)
+        facts = self.facts
+        if (facts.libvirt_version < min_versions.LIBVIRT_GENERIC_INITIATOR
+                or facts.qemu_version < min_versions.QEMU_GENERIC_INITIATOR):
+            self.problem(
+                '%s: Grace GPU %s needs libvirt %s and QEMU %s or later for '
+                'its memory\'s NUMA cells (ACPI generic initiators); this '
+                'host has libvirt %s and QEMU %s: upgrade them' % (
+                    key, ', '.join(g.address for g in placed),
+                    *map(_version, (min_versions.LIBVIRT_GENERIC_INITIATOR,
+                                    min_versions.QEMU_GENERIC_INITIATOR,
+                                    facts.libvirt_version,
+                                    facts.qemu_version))),
+                True, reschedule=True)
+            return grace_cells.Layout()
+        unknown = [g.address for g in placed if not g.memory_nodes]
+        if unknown and self.problem(
+                '%s: the host memory nodes of Grace GPU %s are unknown (see '
+                '`nova-gpu-p2p topology`); its guest gets no NUMA cells for '
+                'its memory' % (key, ', '.join(unknown)),
+                required, reschedule=True):
+            return grace_cells.Layout()
+        return grace_cells.layout(
+            [g for g in placed if g.memory_nodes],
+            len(facts.host_node_of_cell), self.options.grace_cells_per_gpu)
+
+    def distances(self, grace_layout: grace_cells.Layout = (
+            grace_cells.Layout())) -> tuple[tuple[int, ...], ...] | None:
+        cells = (self.facts.host_node_of_cell or ()) + grace_layout.host_nodes
+        if not self.options.numa_distances or len(cells) < 2:
             return None
         distances = numa_distances.guest_distances(
             cells, self.host.topology.numa_nodes)

@@ -46,7 +46,8 @@ def to_dict(topology: model.HostTopology) -> dict:
         'format_version': capture_schema.FORMAT_VERSION,
         'functions': functions,
         'numa_nodes': [{'id': n.id, 'cpus': sorted(n.cpus),
-                        'distances': list(n.distances)}
+                        'distances': list(n.distances),
+                        'generic_initiator': n.generic_initiator}
                        for n in topology.numa_nodes],
         'nvlink_pairs': sorted(sorted(p) for p in topology.nvlink_pairs),
         'config_space_read': topology.config_space_read,
@@ -111,7 +112,9 @@ def from_dict(data: dict) -> model.HostTopology:
         functions=functions,
         numa_nodes=tuple(
             model.NumaNode(id=n['id'], cpus=frozenset(n['cpus']),
-                           distances=tuple(n['distances']))
+                           distances=tuple(n['distances']),
+                           generic_initiator=n.get('generic_initiator',
+                                                   False))
             for n in data['numa_nodes']),
         nvlink_pairs=frozenset(frozenset(p) for p in data['nvlink_pairs']),
         config_space_read=data['config_space_read'],

@@ -30,9 +30,10 @@ from nova_gpu_p2p_guest import errors
 from nova_gpu_p2p.topology import model
 
 #: 2 added each function's ``acs_known``, 3 its subsystem IDs and the
-#: GPUs' NVML brands; older captures still load.
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, FORMAT_VERSION)
+#: GPUs' NVML brands, 4 its IOMMU unit and the nodes' generic initiator
+#: flag (Grace); older captures still load.
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, FORMAT_VERSION)
 #: sysfs' spelling, which capture writes: lower case, 4 to 8 digit domain.
 _ADDRESS = '^[0-9a-f]{4,8}:[0-9a-f]{2}:[01][0-9a-f]\\.[0-7]$'
 
@@ -97,14 +98,17 @@ _FUNCTION = _record({
     'link_width': _nullable(_integer(0, 32, 'PCIe lanes')),
     'subsystem_vendor': _nullable(_ID16),
     'subsystem_device': _nullable(_ID16),
-}, optional=('acs_known', 'subsystem_vendor', 'subsystem_device'))
+    'iommu': _nullable(dict(_TEXT, description='an IOMMU unit\'s name, '
+                                               'such as smmu3.0x16000000')),
+}, optional=('acs_known', 'subsystem_vendor', 'subsystem_device', 'iommu'))
 
 _NUMA_NODE = _record({
     'id': _integer(0, 4095, 'a host NUMA node'),
     'cpus': _list(_integer(0, 2 ** 20, 'a CPU number'), 'CPU numbers'),
     'distances': _list(_integer(0, 255, 'an ACPI SLIT distance'),
                        'distances'),
-}, ())
+    'generic_initiator': _FLAG,
+}, ('generic_initiator',))
 
 #: Draft 2020-12; ``description`` is what errors say is allowed.
 SCHEMA = {

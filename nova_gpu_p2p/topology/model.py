@@ -138,6 +138,9 @@ class PCIFunction:
     #: which model it is; None where the backend cannot say.
     subsystem_vendor: int | None = None
     subsystem_device: int | None = None
+    #: The IOMMU unit it sits behind, as its sysfs ``iommu`` link names
+    #: it (``smmu3.0x0000000016000000`` on Arm); None where it has none.
+    iommu: str | None = None
 
     def __post_init__(self) -> None:
         if self.acs is not None and not self.acs_known:
@@ -183,6 +186,9 @@ class NumaNode:
     cpus: frozenset[int]
     #: SLIT distances to every node, indexed by node id order of the host.
     distances: tuple[int, ...]
+    #: An ACPI SRAT Generic Initiator node (sysfs
+    #: ``has_generic_initiator``): on Grace hosts, a GPU's memory node.
+    generic_initiator: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

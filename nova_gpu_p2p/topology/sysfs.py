@@ -372,6 +372,7 @@ class SysfsBackend(backends.TopologyBackend):
             port_type=facts.port_type or model.PortType.ENDPOINT,
             acs=facts.acs,
             acs_known=facts.acs_known,
+            iommu=_link_name(os.path.join(path, 'iommu')),
             **_link(path), **_subsystem(path))
 
     def _config_facts(self, path: str, address: str,
@@ -402,6 +403,7 @@ class SysfsBackend(backends.TopologyBackend):
                             % base)
             return ()
         names.sort(key=lambda n: int(n[4:]))
+        initiators = self._generic_initiators(base, findings)
         read: dict[int, model.NumaNode] = {}
         for position, name in enumerate(names):
             node_dir = os.path.join(base, name)
@@ -413,7 +415,8 @@ class SysfsBackend(backends.TopologyBackend):
                     distances=tuple(
                         _bounded_text(d, MAX_DISTANCE, 0, node_dir)
                         for d in _read(
-                            os.path.join(node_dir, 'distance')).split()))
+                            os.path.join(node_dir, 'distance')).split()),
+                    generic_initiator=int(name[4:]) in initiators)
             except (OSError, ValueError) as exc:
                 findings.append('NUMA %s skipped: %s' % (name, exc))
                 continue
@@ -428,6 +431,22 @@ class SysfsBackend(backends.TopologyBackend):
             dataclasses.replace(node, distances=tuple(
                 node.distances[kept] for kept in read))
             for node in read.values())
+
+    @staticmethod
+    def _generic_initiators(base: str, findings: list[str]) -> frozenset[int]:
+        """The ACPI Generic Initiator nodes (Linux 5.10 and later).
+
+        Absent on kernels before 5.10 and on hosts without any: none.
+        """
+        path = os.path.join(base, 'has_generic_initiator')
+        try:
+            return parse_cpulist(_read(path))
+        except FileNotFoundError:
+            return frozenset()
+        except (OSError, ValueError) as exc:
+            findings.append('%s unreadable, no generic initiator node '
+                            'assumed: %s' % (path, exc))
+            return frozenset()
 
 
 def _infer_port_types(functions: dict[str, model.PCIFunction]

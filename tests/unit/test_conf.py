@@ -72,7 +72,7 @@ class TestDefaults(ConfTestCase):
              'clique_fit_weight_multiplier', 'report_traits',
              'fabric_manager_address', 'fabric_manager_library',
              'module_id_file', 'allow_consumer_gpu_cliques',
-             'trusted_gpu_models',
+             'trusted_gpu_models', 'grace_numa_cells_per_gpu',
              'pci_ids_file', 'candidates_per_host'},
             {opt.dest for opt in opts})
         for opt in opts:

@@ -48,8 +48,11 @@ readonly SID_ROOT=/var/lib/nova-gpu-p2p/e2e-sid
 readonly SID_MIRROR=http://deb.debian.org/debian
 # sid's stack in the chroot (virt-xml-validate: libvirt-clients and
 # xmllint; virtlogd: libvirt-daemon-log, pulled in by libvirt-daemon).
+# qemu-system-arm and qemu-efi-aarch64 (AAVMF): the Grace guests, aarch64
+# `virt` under UEFI.
 readonly SID_STACK=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
-                    qemu-system-x86 seabios ovmf libxml2-utils)
+                    qemu-system-x86 seabios ovmf libxml2-utils
+                    qemu-system-arm qemu-efi-aarch64)
 # On the host for sid: the guest's kernel and busybox (not part of the
 # stack under test) and debootstrap.
 readonly SID_HOST_TOOLS=(debootstrap busybox-static linux-image-amd64)
@@ -171,6 +174,19 @@ install_host_stack() {
     fi
 }
 
+# Close every descriptor above stderr in this (sub)shell but the script's
+# own (255): a daemon started under `flock /tmp/e2e-stack.lock` would
+# otherwise keep the lock's descriptor, and so the lock, as long as it runs.
+close_inherited_fds() {
+    local fd
+    for fd in "/proc/$BASHPID/fd/"*; do
+        fd=${fd##*/}
+        if ((fd > 2 && fd != 255)); then
+            eval "exec $fd>&-" 2>/dev/null || true
+        fi
+    done
+}
+
 start_host_daemons() {
     # virtlogd must run before libvirtd starts a guest; Debian's packages
     # leave this directory to the service units, which do not run here.
@@ -183,8 +199,7 @@ start_host_daemons() {
     else
         stop libvirtd /
         stop virtlogd /
-        virtlogd -d
-        libvirtd -d
+        (close_inherited_fds; virtlogd -d; libvirtd -d)
     fi
     wait_for_libvirtd /
 }
@@ -251,6 +266,7 @@ start_sid_daemons() {
         stop libvirtd "$SID_ROOT"
         stop virtlogd "$SID_ROOT"
         rm -f "$SID_ROOT"/run/libvirtd.pid "$SID_ROOT"/run/virtlogd.pid
+        close_inherited_fds
         # shellcheck disable=SC2016  # expanded by the inner shell
         unshare --mount --propagation private -- sh -euc '
             root=$0
