@@ -94,8 +94,11 @@ class Capacity(command.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        reader = placement_reader.Reader(self.app.client_manager.gpu_p2p,
-                                         parsed_args.resource_classes)
+        # This run's connection: OSC caches a plugin's client on its
+        # ClientManager class, for the process (plugin.make_client).
+        reader = placement_reader.Reader(
+            self.app.client_manager.sdk_connection.placement,
+            parsed_args.resource_classes)
         try:
             hosts = reader.hosts()
             if parsed_args.why:

@@ -66,8 +66,11 @@ class PlacementError(Exception):
 
 
 def _number(trait: str, prefix: str) -> int | None:
+    """The ID a clique or partition trait ends with; None if not one."""
     suffix = trait[len(prefix):]
-    return int(suffix) if suffix.isdigit() else None
+    if not trait.startswith(prefix) or not suffix.isdigit():
+        return None
+    return int(suffix)
 
 
 class Reader:
