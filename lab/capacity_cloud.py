@@ -112,8 +112,7 @@ class BarePlacement:
     def __enter__(self) -> 'BarePlacement':
         self._plain_pools.setUp()
         self._fixture.setUp()
-        policy_fixture.PolicyFixture.set_rules(
-            {rule: '' for rule in READ_RULES}, overwrite=False)
+        allow_reads()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -223,11 +222,22 @@ class BarePlacement:
 
     def clouds_yaml(self, directory: str) -> str:
         """A clouds.yaml with the cloud ``bare``: no auth, this endpoint."""
-        path = os.path.join(directory, 'clouds.yaml')
-        with open(path, 'w') as f:
-            f.write('clouds:\n  bare:\n    auth_type: none\n'
-                    '    placement_endpoint_override: %s\n' % self.endpoint)
-        return path
+        return clouds_yaml(directory, self.endpoint)
+
+
+def allow_reads() -> None:
+    """Let any caller read what the command reads (noauth2's callers)."""
+    policy_fixture.PolicyFixture.set_rules(
+        {rule: '' for rule in READ_RULES}, overwrite=False)
+
+
+def clouds_yaml(directory: str, endpoint: str) -> str:
+    """A clouds.yaml with the cloud ``bare``: no auth, that placement."""
+    path = os.path.join(directory, 'clouds.yaml')
+    with open(path, 'w') as f:
+        f.write('clouds:\n  bare:\n    auth_type: none\n'
+                '    placement_endpoint_override: %s\n' % endpoint)
+    return path
 
 
 def run_openstack(argv: Sequence[str], clouds_yaml: str,
