@@ -26,7 +26,9 @@ clouds.yaml cloud with ``auth_type: none``. For the tests and the
 benchmark (``lab/bench.py``'s capacity section).
 """
 
+from collections.abc import Mapping
 from collections.abc import Sequence
+from collections.abc import Set
 import contextlib
 import dataclasses
 import io
@@ -37,10 +39,12 @@ import tempfile
 import uuid
 
 import fixtures
+from placement import db_api as placement_db
 from placement.tests.functional.fixtures import placement as placement_fixture
 from placement.tests.unit import policy_fixture
 import requests
 from requests import adapters
+import sqlalchemy
 
 GPU_CLASS = 'CUSTOM_PCI_10DE_2330'
 #: What ``openstack gpu p2p capacity`` reads.
@@ -89,6 +93,36 @@ def hgx_host(name: str, **kwargs) -> HostSpec:
 
 def provider_uuid(name: str) -> str:
     return str(uuid.uuid5(NAMESPACE, name))
+
+
+def gpu_uuid(host: str, gpu: GpuSpec) -> str:
+    """The GPU's provider, named as Nova names it."""
+    return provider_uuid('%s_%s' % (host, gpu.address.upper()))
+
+
+def servers_for(hosts: Sequence[HostSpec], seed: int, busy: float = 0.5,
+                taken: Set[str] = frozenset()
+                ) -> dict[str, tuple[str, list[GpuSpec]]]:
+    """Servers of 1, 2 and 4 GPUs on about ``busy`` of every host.
+
+    Each on GPUs of one clique (as ``required`` servers land), GPUs in
+    ``taken`` (provider UUIDs) left alone, so the cloud is fragmented as
+    a used one is.
+    """
+    rng = random.Random(seed)
+    servers = {}
+    for host in hosts:
+        free = [g for g in host.gpus if not g.reserved
+                and gpu_uuid(host.name, g) not in taken]
+        while free and rng.random() < busy:
+            size = min(rng.choice((1, 2, 4)), len(free))
+            first = free[0]
+            chosen = [g for g in free if g.clique == first.clique
+                      and first.clique is not None][:size] or [first]
+            free = [g for g in free if g not in chosen]
+            servers[str(uuid.UUID(int=rng.getrandbits(128)))] = (
+                host.name, chosen)
+    return servers
 
 
 class BarePlacement:
@@ -148,8 +182,13 @@ class BarePlacement:
                 'resource_provider_generation': 0, 'traits': list(traits)})
         return rp
 
-    def add_hosts(self, hosts: Sequence[HostSpec]) -> None:
-        """Providers, traits and inventories (one reshaper call)."""
+    def add_hosts(self, hosts: Sequence[HostSpec],
+                  servers: Mapping[str, tuple[str, Sequence[GpuSpec]]]
+                  | None = None) -> None:
+        """Providers, traits, inventories and servers (one reshaper call).
+
+        :param servers: consumer -> (host, GPUs) (:func:`servers_for`).
+        """
         inventories = {}
         generations = {}
         for host in hosts:
@@ -161,10 +200,7 @@ class BarePlacement:
             generations[root] = int(host.disabled)
             for gpu in host.gpus:
                 self._ensure('resource_classes', gpu.resource_class)
-                traits = (['CUSTOM_GPU_P2P_CLIQUE_ID_%d' % gpu.clique]
-                          if gpu.clique is not None else [])
-                traits += ['CUSTOM_GPU_P2P_PARTITION_%d' % p
-                           for p in gpu.partitions]
+                traits = _gpu_traits(gpu)
                 rp = self._provider('%s_%s' % (host.name,
                                                gpu.address.upper()),
                                     root, traits)
@@ -176,44 +212,108 @@ class BarePlacement:
             'inventories': {rp: {'resource_provider_generation':
                                  generations[rp], 'inventories': inv}
                             for rp, inv in inventories.items()},
-            'allocations': {}})
+            'allocations': {consumer: self._allocation(host, gpus)
+                            for consumer, (host, gpus) in
+                            (servers or {}).items()}})
 
-    def allocate(self, consumer: str, host: str,
-                 gpus: Sequence[GpuSpec], pcpus: int = 1) -> None:
-        """A server on ``host`` holding these GPUs."""
+    def add_hosts_in_bulk(
+            self, hosts: Sequence[HostSpec],
+            servers: Mapping[str, tuple[str, Sequence[GpuSpec]]]) -> None:
+        """What :meth:`add_hosts` makes, written into placement's tables.
+
+        For the benchmark's thousands of providers, which the API makes
+        a call at a time (minutes on a busy machine). Classes and traits
+        are made through the API, so placement's caches know them; what
+        the command reads is then read by placement's own code.
+        """
+        names = {g.resource_class for h in hosts for g in h.gpus}
+        traits = {'COMPUTE_STATUS_DISABLED'} | {
+            t for h in hosts for g in h.gpus for t in _gpu_traits(g)}
+        for rc in names:
+            self._ensure('resource_classes', rc)
+        for trait in traits:
+            self._ensure('traits', trait)
+        engine = placement_db.placement_context_manager.writer.get_engine()
+        with engine.begin() as db:
+            def ids(table: str) -> dict[str, int]:
+                return {name: i for i, name in db.execute(sqlalchemy.text(
+                    'SELECT id, name FROM %s' % table))}
+
+            rc_ids, trait_ids = ids('resource_classes'), ids('traits')
+            next_id = 1 + (db.execute(sqlalchemy.text(
+                'SELECT MAX(id) FROM resource_providers')).scalar() or 0)
+            rows: dict[str, list[dict]] = {
+                'providers': [], 'inventories': [], 'traits': [],
+                'consumers': [], 'allocations': []}
+            provider_ids = {}
+
+            def provider(name: str, root: int | None, inventory: dict,
+                         reserved: int, names: Sequence[str]) -> int:
+                nonlocal next_id
+                rp, next_id = next_id, next_id + 1
+                provider_ids[provider_uuid(name)] = rp
+                rows['providers'].append({
+                    'id': rp, 'uuid': provider_uuid(name), 'name': name,
+                    'root': root or rp, 'parent': root})
+                for rc, total in inventory.items():
+                    rows['inventories'].append({
+                        'rp': rp, 'rc': rc_ids[rc], 'total': total,
+                        'reserved': reserved})
+                rows['traits'].extend({'rp': rp, 'trait': trait_ids[t]}
+                                      for t in names)
+                return rp
+
+            for host in hosts:
+                root = provider(host.name, None, HOST_INVENTORY, 0,
+                                ['COMPUTE_STATUS_DISABLED']
+                                if host.disabled else [])
+                for gpu in host.gpus:
+                    provider('%s_%s' % (host.name, gpu.address.upper()),
+                             root, {gpu.resource_class: 1},
+                             int(gpu.reserved), _gpu_traits(gpu))
+            owner = str(NAMESPACE)
+            for table in ('projects', 'users'):
+                db.execute(sqlalchemy.text(
+                    'INSERT INTO %s (external_id) VALUES (:owner)' % table),
+                    {'owner': owner})
+            project, user = (db.execute(sqlalchemy.text(
+                'SELECT MAX(id) FROM %s' % table)).scalar()
+                for table in ('projects', 'users'))
+            for consumer, (host, gpus) in servers.items():
+                rows['consumers'].append({'uuid': consumer,
+                                          'project': project, 'user': user})
+                held = self._allocation(host, gpus)['allocations']
+                rows['allocations'].extend(
+                    {'rp': provider_ids[rp], 'consumer': consumer,
+                     'rc': rc_ids[rc], 'used': used}
+                    for rp, found in held.items()
+                    for rc, used in found['resources'].items())
+            for statement, table in _BULK:
+                if rows[table]:
+                    db.execute(sqlalchemy.text(statement), rows[table])
+
+    def _allocation(self, host: str, gpus: Sequence[GpuSpec]) -> dict:
         allocations = {provider_uuid(host): {'resources': {
-            'PCPU': pcpus, 'MEMORY_MB': 1024}}}
+            'PCPU': 1, 'MEMORY_MB': 1024}}}
         for gpu in gpus:
-            rp = provider_uuid('%s_%s' % (host, gpu.address.upper()))
+            rp = gpu_uuid(host, gpu)
             allocations[rp] = {'resources': {gpu.resource_class: 1}}
             self._taken.add(rp)
-        self.call('PUT', '/allocations/%s' % consumer, {
-            'allocations': allocations, 'consumer_generation': None,
-            'project_id': str(NAMESPACE), 'user_id': str(NAMESPACE),
-            'consumer_type': 'INSTANCE'})
+        return {'allocations': allocations, 'consumer_generation': None,
+                'project_id': str(NAMESPACE), 'user_id': str(NAMESPACE),
+                'consumer_type': 'INSTANCE'}
+
+    def allocate(self, consumer: str, host: str,
+                 gpus: Sequence[GpuSpec]) -> None:
+        """A server on ``host`` holding these GPUs."""
+        self.call('PUT', '/allocations/%s' % consumer,
+                  self._allocation(host, gpus))
 
     def fill(self, hosts: Sequence[HostSpec], seed: int,
              busy: float = 0.5) -> None:
-        """Servers of 1, 2 and 4 GPUs on about ``busy`` of every host.
-
-        Each server on GPUs of one clique or partition (as ``required``
-        servers land), so the cloud is fragmented as a used one is.
-        """
-        rng = random.Random(seed)
-        consumers = {}
-        for host in hosts:
-            free = [g for g in host.gpus if not g.reserved
-                    and provider_uuid('%s_%s' % (host.name, g.address.upper()))
-                    not in self._taken]
-            while free and rng.random() < busy:
-                size = min(rng.choice((1, 2, 4)), len(free))
-                first = free[0]
-                taken = [g for g in free if g.clique == first.clique
-                         and first.clique is not None][:size] or [first]
-                free = [g for g in free if g not in taken]
-                consumers[str(uuid.UUID(int=rng.getrandbits(128)))] = (
-                    host.name, taken)
-        for consumer, (host, taken) in consumers.items():
+        """Servers on the GPUs no server holds yet (:func:`servers_for`)."""
+        for consumer, (host, taken) in servers_for(
+                hosts, seed, busy, self._taken).items():
             self.allocate(consumer, host, taken)
 
     def free(self, consumer: str) -> None:
@@ -223,6 +323,31 @@ class BarePlacement:
     def clouds_yaml(self, directory: str) -> str:
         """A clouds.yaml with the cloud ``bare``: no auth, this endpoint."""
         return clouds_yaml(directory, self.endpoint)
+
+
+def _gpu_traits(gpu: GpuSpec) -> list[str]:
+    """The traits Nova puts on a GPU's provider from its device_spec."""
+    return ((['CUSTOM_GPU_P2P_CLIQUE_ID_%d' % gpu.clique]
+             if gpu.clique is not None else [])
+            + ['CUSTOM_GPU_P2P_PARTITION_%d' % p for p in gpu.partitions])
+
+
+#: add_hosts_in_bulk's rows into placement's tables.
+_BULK = (
+    ('INSERT INTO resource_providers (id, uuid, name, generation, '
+     'root_provider_id, parent_provider_id) VALUES (:id, :uuid, :name, 1, '
+     ':root, :parent)', 'providers'),
+    ('INSERT INTO inventories (resource_provider_id, resource_class_id, '
+     'total, reserved, min_unit, max_unit, step_size, allocation_ratio) '
+     'VALUES (:rp, :rc, :total, :reserved, 1, :total, 1, 1.0)',
+     'inventories'),
+    ('INSERT INTO resource_provider_traits (resource_provider_id, '
+     'trait_id) VALUES (:rp, :trait)', 'traits'),
+    ('INSERT INTO consumers (uuid, project_id, user_id, generation) '
+     'VALUES (:uuid, :project, :user, 1)', 'consumers'),
+    ('INSERT INTO allocations (resource_provider_id, consumer_id, '
+     'resource_class_id, used) VALUES (:rp, :consumer, :rc, :used)',
+     'allocations'))
 
 
 def allow_reads() -> None:

@@ -104,6 +104,25 @@ class BarePlacementTest(testtools.TestCase):
         self.assertGreater(by_size[1]['Free GPUs'],
                            8 * by_size[8]['Placeable'])
 
+    def test_bulk_built_cloud_reads_as_one_built_by_api(self):
+        # The benchmark's clouds (lab/capacity_bench.py) are written into
+        # placement's tables; placement's API must answer for them as for
+        # its own, provider by provider (the brute force's reading) and
+        # in the lists the command reads.
+        hosts = mixed_hosts('b', 10)
+        servers = cloud.servers_for(hosts, seed=3)
+        self.placement.add_hosts_in_bulk(hosts, servers)
+        truth = self.truth()
+        self.assertEqual(sum(len(gpus) for _, gpus in servers.values()),
+                         sum(not g.free for h in truth for g in h.gpus) - 1)
+        self.assertEqual(brute.table(truth, capacity.SIZES), self.json_of())
+        for consumer, (host, gpus) in servers.items():
+            self.assertEqual(
+                {cloud.gpu_uuid(host, g) for g in gpus}
+                | {cloud.provider_uuid(host)},
+                set(self.placement.call(
+                    'GET', '/allocations/%s' % consumer)['allocations']))
+
     def test_calls_do_not_grow_with_hosts(self):
         client = adapter.Adapter(session.Session(auth=noauth.NoAuth()),
                                  service_type='placement',
