@@ -394,6 +394,19 @@ def run_openstack(argv: Sequence[str], clouds_yaml: str,
     return code, out.getvalue(), err.getvalue()
 
 
+#: The demo cloud's servers (:func:`servers_for`), as the docs show them.
+DEMO_SEED = 4
+
+
+def demo_hosts() -> list[HostSpec]:
+    """Four PCIe hosts (pairs, quads, an eight) and an HGX board."""
+    return [pcie_host('pcie1', [0, 0, 1, 1, 2, 2, 3, 3]),
+            pcie_host('pcie2', [0, 0, 0, 0, 1, 1, 1, 1]),
+            pcie_host('pcie3', [0] * 8),
+            pcie_host('pcie4', [0, 0, 1, 1, 2, 2, 3, 3]),
+            hgx_host('hgx1')]
+
+
 def main() -> int:
     """Run ``openstack ARGV`` against a small bare placement (a demo).
 
@@ -401,10 +414,9 @@ def main() -> int:
     imported (none may be).
     """
     with BarePlacement() as placement, tempfile.TemporaryDirectory() as d:
-        hosts = [pcie_host('pcie1', [0, 0, 1, 1, 2, 2, 3, 3]),
-                 hgx_host('hgx1')]
+        hosts = demo_hosts()
         placement.add_hosts(hosts)
-        placement.fill(hosts, seed=1)
+        placement.fill(hosts, seed=DEMO_SEED)
         code, out, err = run_openstack(sys.argv[1:],
                                        placement.clouds_yaml(d))
     sys.stdout.write(out)
