@@ -194,6 +194,9 @@ class BarePlacementTest(testtools.TestCase):
                 (['--why', '2', '--plan', '2'], 2, 'not allowed with'),
                 (['--resource-class', 'CUSTOM_NOPE'], 1,
                  'placement has no resource class CUSTOM_NOPE'),
+                # Under a regular file: no directory can be made there.
+                (['--textfile', self.clouds + '/gpu.prom'], 1,
+                 'cannot write %s/gpu.prom' % self.clouds),
                 (['--hosts', '-f', 'prometheus'], 1,
                  'the prometheus format shows only the per-size table')):
             found, out, err = self.openstack(*argv)
