@@ -135,6 +135,9 @@ class Sizes:
     #: verify_p2p's runs of the agent's check and MiB per transfer.
     verify_p2p_rounds: int = verify_p2p_bench.ROUNDS
     verify_p2p_mib: int = verify_p2p_bench.MIB
+    #: capacity_at_cloud_size's clouds (hosts of 8 GPUs) and rounds.
+    capacity_hosts: tuple[int, ...] = (100, 500, 1000)
+    capacity_rounds: int = 3
 
 
 FULL = Sizes()
@@ -147,7 +150,8 @@ QUICK = Sizes(
     select_caps=(2, 1),
     batch_hosts=(2,), batch_shapes=('hgx-fabric-manager',), batch_size=4,
     fabric_sequences=((2, 2, 4),), privsep_rounds=1, stall_rounds=1,
-    verify_p2p_rounds=1, verify_p2p_mib=1)
+    verify_p2p_rounds=1, verify_p2p_mib=1, capacity_hosts=(20,),
+    capacity_rounds=1)
 #: This run's sizes: main() sets QUICK for --quick.
 SIZES = FULL
 #: Whether this run is --quick (its sizes may be QUICK's, changed).
@@ -1204,6 +1208,25 @@ def greenthread_stall() -> dict:
     return _child('stall', eventlet=True)
 
 
+#: ``openstack gpu p2p capacity`` against real placement (issue 44).
+CAPACITY = 'capacity_at_cloud_size'
+
+
+def capacity_at_cloud_size() -> dict:
+    """In a fresh interpreter: the other sections patch eventlet in."""
+    return _child('capacity')
+
+
+def _child_capacity() -> dict:
+    from lab import capacity_bench
+    return capacity_bench.run(SIZES.capacity_hosts, SIZES.capacity_rounds)
+
+
+def print_capacity(result: dict) -> None:
+    from lab import capacity_bench
+    capacity_bench.print_result(result)
+
+
 def _ms(seconds: float) -> str:
     return '%.2f ms' % (seconds * 1e3)
 
@@ -1315,7 +1338,7 @@ def main(argv: list[str]) -> int:
                         help='every section at its smallest size, to see '
                         'that it runs (CI); its numbers are not worth '
                         'quoting')
-    parser.add_argument('--child', choices=('privsep', 'stall'),
+    parser.add_argument('--child', choices=('privsep', 'stall', 'capacity'),
                         help=argparse.SUPPRESS)
     parser.add_argument('--select-hosts', type=_numbers,
                         help='%s\'s cloud sizes, e.g. 100,200,500' % SELECT)
@@ -1341,7 +1364,8 @@ def main(argv: list[str]) -> int:
     SIZES = dataclasses.replace(SIZES, **{
         name: value for name, value in chosen.items() if value is not None})
     if args.child:
-        run = _child_privsep if args.child == 'privsep' else _child_stall
+        run = {'privsep': _child_privsep, 'stall': _child_stall,
+               'capacity': _child_capacity}[args.child]
         print(json.dumps(run()))
         return 0
     clouds = {GUEST_XML: guest_xml, DECISION_QUALITY: decision_quality_run,
@@ -1349,7 +1373,7 @@ def main(argv: list[str]) -> int:
               SELECT: select_destinations_at_cloud_size,
               SELECT_BATCHES: select_destinations_batches}
     children = {PRIVSEP: privsep_reads, STALL: greenthread_stall,
-                VERIFY_P2P: verify_p2p}
+                VERIFY_P2P: verify_p2p, CAPACITY: capacity_at_cloud_size}
     known = (set(BENCHMARKS) | set(clouds) | set(children)
              | {MEMORY, SCHEDULING, CLOUD_FILTERS})
     unknown = set(args.names) - known
@@ -1393,7 +1417,8 @@ def main(argv: list[str]) -> int:
         (SELECT_BATCHES, print_select_destinations_batches),
         (PRIVSEP, print_privsep_reads),
         (STALL, print_greenthread_stall),
-        (VERIFY_P2P, verify_p2p_bench.print_result))
+        (VERIFY_P2P, verify_p2p_bench.print_result),
+        (CAPACITY, print_capacity))
     for section, printer in printers:
         if section in results:
             printer(results[section])
