@@ -34,7 +34,6 @@ from unittest import mock
 
 import fixtures
 from oslo_config import cfg
-import testtools
 
 import nova_gpu_p2p
 from nova_gpu_p2p.cmd import cli
@@ -45,6 +44,7 @@ from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_atomic_file
 from tests.unit import test_corpus
 
@@ -117,7 +117,7 @@ def partitions_by_module(entries: list[dict]) -> dict[int, str]:
     return {module[e['address']]: e['gpu_p2p_partitions'] for e in entries}
 
 
-class CLITestCase(testtools.TestCase):
+class CLITestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -24,9 +24,8 @@ fresh interpreter, as the tools do.
 import subprocess
 import sys
 
-import testtools
-
 import tests
+from tests.unit import base
 
 
 def run(code: str) -> subprocess.CompletedProcess:
@@ -34,7 +33,7 @@ def run(code: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-class PatchFirstTest(testtools.TestCase):
+class PatchFirstTest(base.TestCase):
 
     def test_tools_import_nova_after_patching(self):
         for tool in ('lab/bench.py', 'lab/demo.py'):

@@ -25,9 +25,9 @@ import re
 import shlex
 
 from packaging import requirements
-import testtools
 
 import tests
+from tests.unit import base
 
 #: The lines that install tox: the README's and CI's.
 INSTALLERS = ('README.md', os.path.join('.ci', 'run'))
@@ -58,7 +58,7 @@ def pip_installs(text: str) -> list[list[str]]:
     return found
 
 
-class QuickStartTest(testtools.TestCase):
+class QuickStartTest(base.TestCase):
 
     def test_tox_is_installed_with_what_tox_ini_requires(self):
         tox = tox_ini()['tox']

@@ -29,13 +29,13 @@ import subprocess
 import sys
 
 import fixtures
-import testtools
 
 from lab import verify_p2p_bench
 from nova_gpu_p2p_guest import cuda
 from nova_gpu_p2p_guest import nccl_conf
 from nova_gpu_p2p_guest import p2p_probe
 from tests.fixtures import fake_cuda
+from tests.unit import base
 from tests.unit import test_guest_agent
 
 TENANT_CONF = 'NCCL_DEBUG=WARN\nNCCL_P2P_DISABLE=0\n'
@@ -51,7 +51,7 @@ def ordered_pairs(gpus: int) -> list:
     return [[a, b] for a in range(gpus) for b in range(gpus) if a != b]
 
 
-class VerifyP2PTest(testtools.TestCase):
+class VerifyP2PTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -352,7 +352,7 @@ def nccl_reads(text: str) -> dict:
     return found
 
 
-class NcclConfTest(testtools.TestCase):
+class NcclConfTest(base.TestCase):
 
     def test_our_setting_wins_and_our_comments_set_nothing(self):
         text = nccl_conf.disabled(TENANT_CONF, '2026-11-27T05:40:46Z',
@@ -374,7 +374,7 @@ class NcclConfTest(testtools.TestCase):
         self.assertEqual('', nccl_conf.without_ours(''))
 
 
-class RotationTest(testtools.TestCase):
+class RotationTest(base.TestCase):
 
     def test_every_pair_its_own_offset(self):
         for size in (1 << 20, 3 << 20, 64 << 20):
@@ -385,7 +385,7 @@ class RotationTest(testtools.TestCase):
             self.assertLess(max(offsets), size)
 
 
-class BindingTest(testtools.TestCase):
+class BindingTest(base.TestCase):
     """What can be checked of the binding and the kernel without a GPU."""
 
     def test_symbols_are_the_ones_cuda_h_calls(self):
@@ -432,7 +432,7 @@ def _cuda_h():
     return None
 
 
-class BenchQuickTest(testtools.TestCase):
+class BenchQuickTest(base.TestCase):
     """lab/verify_p2p_bench.py in its quick mode, as CI runs lab/."""
 
     def test_two_gpus_one_mib_one_round(self):
