@@ -186,6 +186,20 @@ class TestQuiet(CLITestCase):
             'nova-gpu-p2p %s\n' % importlib.metadata.version('nova-gpu-p2p'),
             self.assertQuiet('--version'))
 
+    def test_outside_novas_environment_is_one_line(self):
+        # -S: none of the environment's site-packages, as the system's
+        # python3 running a copied console script.
+        result = subprocess.run(
+            [sys.executable, '-S', '-c', CONSOLE, '--help'],
+            env=dict(os.environ, PYTHONPATH=REPO, HOME=self.dir),
+            cwd=self.dir, capture_output=True, text=True, timeout=120)
+        self.assertEqual((2, ''), (result.returncode, result.stdout))
+        self.assertEqual(
+            'nova-gpu-p2p: this Python (%s) cannot import nova_gpu_p2p_guest:'
+            ' run nova-gpu-p2p from the environment nova-compute runs from, '
+            'where it is installed beside Nova (doc/source/install.rst)\n'
+            % sys.executable, result.stderr)
+
     def test_topology_and_capture(self):
         host = self.capture(test_corpus.discover(ACS_HOST))
         self.assertIn('GPU3', self.assertQuiet('topology', '--no-config',

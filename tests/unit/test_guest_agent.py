@@ -23,6 +23,7 @@ read the way NCCL's ncclTopoSetPaths computes it.
 
 import base64
 import contextlib
+import importlib.metadata
 import io
 import json
 import os
@@ -696,3 +697,24 @@ class TestOutputToAStream(AgentBase):
         self.assertEqual('sent the NCCL topology of 3 GPUs and 1 NIC to %s '
                          '(a pipe or device: no file written)\n'
                          % self.output, out)
+
+
+class TestVersion(base.TestCase):
+
+    def test_version_is_the_installed_distributions(self):
+        out = io.StringIO()
+        with mock.patch('sys.stdout', out):
+            exc = self.assertRaises(SystemExit, cli.main, ['--version'])
+        self.assertEqual(0, exc.code)
+        self.assertEqual('nova-gpu-p2p-guest %s\n'
+                         % importlib.metadata.version('nova-gpu-p2p-guest'),
+                         out.getvalue())
+
+    def test_not_installed(self):
+        out = io.StringIO()
+        with mock.patch('importlib.metadata.version', side_effect=(
+                importlib.metadata.PackageNotFoundError('x'))), \
+                mock.patch('sys.stdout', out):
+            self.assertRaises(SystemExit, cli.main, ['--version'])
+        self.assertEqual('nova-gpu-p2p-guest unknown (not installed: run '
+                         'from a source tree)\n', out.getvalue())
