@@ -268,7 +268,8 @@ class TestShippedFiles(base.TestCase):
         commands = [a for a in parser._actions
                     if isinstance(a, argparse._SubParsersAction)][0].choices
         found = []
-        for name in ('cli.rst', 'tenant-guide.rst', 'install.rst'):
+        for name in ('cli-guest-agent.rst', 'tenant-guide.rst',
+                     'install.rst'):
             with open(os.path.join(tests.ROOT, 'doc', 'source', name),
                       encoding='utf-8') as f:
                 text = f.read()
