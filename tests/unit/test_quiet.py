@@ -27,6 +27,8 @@ import sys
 
 from oslo_log import log as logging
 
+# Nova's import-time notices (eventlet, monkey patching) come with it.
+from nova_gpu_p2p import driver
 from tests.unit import base
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -40,9 +42,6 @@ class LoudTest(base.TestCase):
     """Logs as the driver does when a test breaks something on purpose."""
 
     def log(self, test: str) -> None:
-        # Nova's import-time notices (eventlet, monkey patching) too.
-        from nova_gpu_p2p import driver
-
         log = logging.getLogger(driver.__name__)
         try:
             raise RuntimeError('broken')
@@ -70,11 +69,11 @@ class TestQuietRun(base.TestCase):
         output = result.stdout + result.stderr
         self.assertEqual(1, result.returncode, output)
         self.assertIn('FAILED (failures=1)', output)
-        self.assertIn('ERROR nova_gpu_p2p.driver failing: reporting PCI '
-                      'devices failed', output)
+        self.assertIn('ERROR %s failing: reporting PCI devices failed'
+                      % driver.__name__, output)
         self.assertIn('RuntimeError: broken', output)
-        self.assertIn('WARNING nova_gpu_p2p.driver failing: a warning a '
-                      'test provoked', output)
+        self.assertIn('WARNING %s failing: a warning a test provoked'
+                      % driver.__name__, output)
         # Nothing from the passing test, nor from importing Nova.
         self.assertNotIn('passing:', output)
         self.assertNotIn('Eventlet', output)
