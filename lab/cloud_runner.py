@@ -23,6 +23,7 @@ of Nova is imported before the output is redirected.
 
 import importlib
 import sys
+import typing
 import unittest
 
 from tests.fixtures import output
@@ -60,21 +61,27 @@ def patch_first() -> None:
 
 
 def run(method: str, cloud: str = 'demo_cloud.HGXCloud',
+        progress: typing.Callable[[str], str] | None = None,
         **attributes: object) -> list:
     """Run ``HGXCloud(method)``; what it hands to its sink, in order.
 
     ``cloud`` names another test case class with a ``sink``, as
     ``module.Class`` under ``lab``.
     ``attributes`` are set on the test case first (rounds, number, goal).
+    ``progress`` turns each step the case reports (its ``progress``
+    attribute) into a line shown on standard output while Nova's own
+    output is kept.
     Raises CloudFailed, with the traceback and the tail of Nova's output,
     when the method fails, for example when the server does not go ACTIVE.
     """
     found: list = []
-    with output.quiet() as log:
+    with output.terminal() as screen, output.quiet() as log:
         module, _, name = cloud.rpartition('.')
         case = getattr(importlib.import_module(
             'lab.' + module), name)(method)
         case.sink = found.append
+        if progress is not None:
+            case.progress = lambda step: print(progress(step), file=screen)
         for name, value in attributes.items():
             setattr(case, name, value)
         result = unittest.TestResult()

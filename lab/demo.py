@@ -34,6 +34,7 @@ import io
 import os
 import sys
 import tempfile
+import time
 
 # This checkout first, as stestr runs the functional tests, so the demo
 # shows this tree's driver even where an older copy is installed.
@@ -44,7 +45,6 @@ from lxml import etree  # noqa: E402
 from oslo_utils import versionutils  # noqa: E402
 
 from lab import cloud_runner  # noqa: E402
-cloud_runner.patch_first()
 from lab import pci_xml  # noqa: E402
 from nova_gpu_p2p.fabric import nvfm  # noqa: E402
 from nova_gpu_p2p.guest import topology_description  # noqa: E402
@@ -284,14 +284,25 @@ def main(argv: list[str]) -> int:
         'the summary (default: domain.xml in a new %s* directory in %s, '
         'named at the end)' % (XML_DIR_PREFIX, tempfile.gettempdir()))
     args = parser.parse_args(argv)
-    print('Starting Nova in process and booting the server (about 10 s)...',
-          flush=True)
+    start = time.monotonic()
+
+    def step(text: str) -> str:
+        return '  [%3.0f s] %s' % (time.monotonic() - start, text)
+
+    print('Booting a server on an in-process Nova (1 to 3 minutes on a '
+          'busy 2-core machine; Nova\'s own output is kept and shown only '
+          'if it fails):', flush=True)
+    print(step('importing Nova...'), flush=True)
+    # Before anything of Nova is imported: eventlet patching, as Nova's
+    # functional tests do.
+    cloud_runner.patch_first()
     try:
-        found = cloud_runner.run('demo')
+        found = cloud_runner.run('demo', progress=step)
     except cloud_runner.CloudFailed as exc:
         print('The server did not go ACTIVE or the demo failed:\n%s' % exc,
               file=sys.stderr)
         return 1
+    print(step('done.'), flush=True)
     path = xml_output(args.xml)
     for result in found:
         report(result, path)

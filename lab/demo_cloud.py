@@ -388,6 +388,8 @@ class HGXCloud(base.GPUHostsTestBase):
 
     #: Receives a :class:`Found` per run; the tool running us sets it.
     sink: Callable[[Found], None] = staticmethod(lambda found: None)
+    #: Told each step while Nova works (the demo shows them).
+    progress: Callable[[str], None] = staticmethod(lambda step: None)
     #: Timing parameters for :meth:`bench_guest_xml`.
     rounds = 7
     number = 20
@@ -395,6 +397,8 @@ class HGXCloud(base.GPUHostsTestBase):
     goal = 1.10
 
     def setUp(self) -> None:
+        self.progress('starting Nova\'s API, conductor, scheduler and '
+                      'placement...')
         super().setUp()
         self.fm = fake_fabric.fabric_manager(self)
         self.domain_starts = fake_fabric.record_starts(self, self.fm)
@@ -402,12 +406,17 @@ class HGXCloud(base.GPUHostsTestBase):
         patcher = mock.patch.dict(sys.modules, {'pynvml': FakeNvml()})
         patcher.start()
         self.addCleanup(patcher.stop)
+        self.progress('starting nova-compute with the driver over the HGX '
+                      'host: discovery, Fabric Manager, placement traits...')
         self.start_gpu_compute(HOSTNAME, CORPUS_HOST)
         self.compute_driver = self.computes[HOSTNAME].driver
         self.flavor_id = self.gpu_flavor(
             GPUS, numa_nodes=NUMA_NODES, nics=NICS, vcpus=VCPUS,
             extra_specs=EXTRA_SPECS)
+        self.progress('booting the %d-GPU server: scheduler, PCI claim, '
+                      'partition activation, guest XML, libvirt...' % GPUS)
         self.server = self.boot(self.flavor_id)
+        self.progress('the server is %s' % self.server['status'])
 
     def found(self) -> Found:
         drv = self.compute_driver

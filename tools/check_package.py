@@ -44,6 +44,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 import warnings
 import zipfile
@@ -147,6 +148,25 @@ def check_driver_wheel(wheel: str) -> str:
         raise PackageError('the driver\'s wheel holds the agent: %s'
                            % agent)
     return 'the driver\'s wheel holds no %s file' % AGENT_PACKAGE
+
+
+def check_license(sdist: str, wheel: str) -> str:
+    """The Apache-2.0 text ships in the sdist and in the wheel's metadata.
+
+    setuptools copies ``LICENSE`` into ``*.dist-info/`` (``licenses/``
+    since setuptools 77); pbr puts every file git tracks in the sdist.
+    """
+    with tarfile.open(sdist) as archive:
+        in_sdist = [name for name in archive.getnames()
+                    if name.count('/') == 1 and name.endswith('/LICENSE')]
+    in_wheel = [name for name in wheel_files(wheel)
+                if '.dist-info/' in name and name.endswith('/LICENSE')]
+    if not in_sdist or not in_wheel:
+        raise PackageError('LICENSE missing from %s' % ' and '.join(
+            os.path.basename(path) for path, found in (
+                (sdist, in_sdist), (wheel, in_wheel)) if not found))
+    return '%s and %s ship LICENSE' % (os.path.basename(sdist),
+                                       os.path.basename(wheel))
 
 
 def check_agent_wheel(wheel: str) -> list[str]:
@@ -377,7 +397,9 @@ def main(argv: list[str]) -> int:
         print(_run(sys.executable, '-m', 'twine', '--no-color', 'check',
                    '--strict', sdist, wheel, agent_sdist,
                    agent_wheel).rstrip())
-        for line in [check_driver_wheel(wheel)] + check_agent_wheel(
+        for line in [check_license(sdist, wheel),
+                     check_license(agent_sdist, agent_wheel),
+                     check_driver_wheel(wheel)] + check_agent_wheel(
                 agent_wheel) + install_agent(agent_wheel,
                                              args.venv + '-guest'):
             print('  ok: %s' % line)

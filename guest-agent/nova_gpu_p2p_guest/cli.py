@@ -50,12 +50,36 @@ _WHOLE = re.compile('[0-9]{1,9}')
 _SECONDS = re.compile(r'[0-9]{1,9}(\.[0-9]{1,9})?')
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's, as pip shows it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str,
+                 **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0,
+                         default=argparse.SUPPRESS,
+                         help='print the version of %s and exit' % PROG)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        # Standard library only (3.8 has importlib.metadata); looked up
+        # only when asked, so a boot-time run pays nothing for it.
+        import importlib.metadata
+
+        try:
+            version = importlib.metadata.version(PROG)
+        except importlib.metadata.PackageNotFoundError:
+            version = 'unknown (not installed: run from a source tree)'
+        print('%s %s' % (PROG, version))
+        sys.stdout.flush()
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description=(
             'Write the NCCL topology file for this instance\'s GPUs and '
             'NICs from the host topology the cloud passes through QEMU '
             'fw_cfg (%s).' % fw_cfg.ENTRY_NAME))
+    parser.add_argument('--version', action=_Version)
     parser.add_argument(
         '--sysfs-root', metavar='DIR', type=_name, default='/sys',
         help='read DIR as /sys (default: /sys; the qemu_fw_cfg module is '

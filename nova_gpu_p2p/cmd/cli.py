@@ -27,14 +27,21 @@ import io
 import os
 import sys
 
-from nova_gpu_p2p_guest import errors
+# Run by a Python without Nova's environment (the system's python3, a
+# virtualenv without Nova), these fail: main says so in one line.
+try:
+    from nova_gpu_p2p_guest import errors
 
-from nova_gpu_p2p.cmd import capture
-from nova_gpu_p2p.cmd import check
-from nova_gpu_p2p.cmd import flavor
-from nova_gpu_p2p.cmd import sources
-from nova_gpu_p2p.cmd import topology
-from nova_gpu_p2p import exception
+    from nova_gpu_p2p.cmd import capture
+    from nova_gpu_p2p.cmd import check
+    from nova_gpu_p2p.cmd import flavor
+    from nova_gpu_p2p.cmd import sources
+    from nova_gpu_p2p.cmd import topology
+    from nova_gpu_p2p import exception
+except ModuleNotFoundError as missing:
+    _MISSING: ModuleNotFoundError | None = missing
+else:
+    _MISSING = None
 
 
 class _Version(argparse.Action):
@@ -82,8 +89,24 @@ def _drop_stdout() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
 
 
+def outside_environment(missing: ModuleNotFoundError,
+                        python: str) -> str:
+    """The one line for a Python that lacks what the commands import.
+
+    Its own words: ``sources.PROG`` may be what is missing.
+    """
+    return ('nova-gpu-p2p: this Python (%s) cannot import %s: run '
+            'nova-gpu-p2p from the environment nova-compute runs from, '
+            'where it is installed beside Nova (doc/source/install.rst)'
+            % (python, missing.name or missing))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command; whatever goes wrong is one line, never a traceback."""
+    if _MISSING is not None:
+        print(outside_environment(_MISSING, sys.executable),
+              file=sys.stderr)
+        return 2
     try:
         args = build_parser().parse_args(argv)
         status = args.func(args)

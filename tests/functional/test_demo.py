@@ -43,6 +43,11 @@ def load_demo():
 
 class DemoReportTest(waits.PatientWaits, demo_cloud.HGXCloud):
 
+    def setUp(self):
+        self.steps = []
+        self.progress = self.steps.append
+        super().setUp()
+
     def report(self, xml_path: str) -> str:
         output = io.StringIO()
         with contextlib.redirect_stdout(output):
@@ -53,6 +58,13 @@ class DemoReportTest(waits.PatientWaits, demo_cloud.HGXCloud):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
                             'domain.xml')
         text = self.report(path)
+
+        # tox -e demo showed each step while Nova worked, in order.
+        expected = ('starting Nova\'s API', 'starting nova-compute',
+                    'booting the 8-GPU server', 'the server is ACTIVE')
+        self.assertEqual(len(expected), len(self.steps), self.steps)
+        for step, start in zip(self.steps, expected):
+            self.assertTrue(step.startswith(start), step)
 
         # The nova.conf line, copied as printed, loads our driver the way
         # Nova's loader does.

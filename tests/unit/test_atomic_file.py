@@ -22,10 +22,10 @@ import stat
 from unittest import mock
 
 import fixtures
-import testtools
 
 from nova_gpu_p2p_guest import atomic_file
 from tests.fixtures import deadline
+from tests.unit import base
 
 
 def full_disk() -> mock.MagicMock:
@@ -36,7 +36,7 @@ def full_disk() -> mock.MagicMock:
     return mock.patch.object(atomic_file, 'open', broken, create=True)
 
 
-class TestWriteOutput(testtools.TestCase):
+class TestWriteOutput(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -223,7 +223,7 @@ class TestWriteOutput(testtools.TestCase):
         self.assertEqual([], os.listdir(self.dir))
 
 
-class TestPlantedStreams(testtools.TestCase):
+class TestPlantedStreams(base.TestCase):
     """Issue 35 item 2: streams another user planted at the output path."""
 
     def setUp(self):

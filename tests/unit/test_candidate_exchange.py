@@ -14,10 +14,9 @@
 
 """A fitting candidate from a returned one: like for like, nothing lost."""
 
-import testtools
-
 from nova_gpu_p2p.scheduler import candidate_exchange as ex
 from nova_gpu_p2p.scheduler import partition_fit
+from tests.unit import base
 
 REQUEST = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
 ROOT = 'compute-rp'
@@ -52,7 +51,7 @@ def candidate(*gpus):
 TWO_CLIQUES = (0, 0, 0, 0, 1, 1, 1, 1)
 
 
-class TestTarget(testtools.TestCase):
+class TestTarget(base.TestCase):
 
     def test_the_best_fit_clique_its_free_gpus(self):
         self.assertEqual(['g0', 'g1'], ex.target(
@@ -86,7 +85,7 @@ class TestTarget(testtools.TestCase):
         self.assertIsNone(ex.target(list(pools(None, None).values()), 2))
 
 
-class TestExchange(testtools.TestCase):
+class TestExchange(base.TestCase):
 
     def test_mappings_and_allocations_follow(self):
         host = pools(*TWO_CLIQUES)
@@ -166,7 +165,7 @@ def board(used=()):
             for i, tags in enumerate(H100)}
 
 
-class TestTargetPartition(testtools.TestCase):
+class TestTargetPartition(base.TestCase):
     """Pair {g0, g2} in use: what each size should take."""
 
     def test_a_pair_fills_the_half_in_use(self):

@@ -16,11 +16,10 @@
 
 import itertools
 
-import testtools
-
 from nova_gpu_p2p.scheduler import candidates
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p.scheduler import partition_fit
+from tests.unit import base
 
 GPU_REQUEST = '8d2b5a0e-6f1c-4a3e-9b7d-2c4e6f8a0b1c'
 NIC_REQUEST = '0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0'
@@ -39,7 +38,7 @@ def candidate(gpus, nics=(), root=None):
     return {'allocations': allocations, 'mappings': mappings}
 
 
-class TestClaimKey(testtools.TestCase):
+class TestClaimKey(base.TestCase):
 
     def test_orders_of_one_request_are_one_claim(self):
         keys = {candidates.claim_key(candidate(order))
@@ -90,7 +89,7 @@ def clique_fits(*groups):
 ONE_NODE = frozenset({0})
 
 
-class TestChoose(testtools.TestCase):
+class TestChoose(base.TestCase):
 
     def test_spread_in_rounds_over_families(self):
         self.assertEqual([4, 2, 5, 7, 3, 9], candidates.spread(
@@ -134,7 +133,7 @@ class TestChoose(testtools.TestCase):
         self.assertEqual([0, 3], candidates.choose(spans, [], False, 2))
 
 
-class TestSurelyPasses(testtools.TestCase):
+class TestSurelyPasses(base.TestCase):
     """Rule 5: where a second candidate cannot matter to Nova's NUMA check."""
 
     ROOMS = {0: candidates.NodeSize(4, 8192), 1: candidates.NodeSize(0, 8192)}

@@ -16,10 +16,9 @@
 
 import random
 
-import testtools
-
 from nova_gpu_p2p import capacity
 from tests.fixtures import capacity_brute as brute
+from tests.unit import base
 
 MODELS = ('CUSTOM_PCI_10DE_2330', 'CUSTOM_PCI_10DE_20B5')
 #: An H100 board's partitions of 2+ GPUs by GPU index: four pairs, two
@@ -59,7 +58,7 @@ def as_placement_shows(host: brute.Host) -> capacity.Host:
                      g.partitions) for g in host.gpus), host.disabled)
 
 
-class CloudTableTest(testtools.TestCase):
+class CloudTableTest(base.TestCase):
 
     def test_random_clouds_match_brute_force(self):
         rng = random.Random(44)
@@ -113,7 +112,7 @@ class CloudTableTest(testtools.TestCase):
         self.assertIn('partition 5: 3/4', capacity.host_groups_text(host))
 
 
-class HostsTest(testtools.TestCase):
+class HostsTest(base.TestCase):
 
     def test_largest_fit_and_groups(self):
         host = capacity.Host('h', (

@@ -18,11 +18,10 @@ import dataclasses
 import itertools
 import random
 
-import testtools
-
 from nova_gpu_p2p import capacity
 from nova_gpu_p2p import capacity_plan
 from tests.fixtures import capacity_brute as brute
+from tests.unit import base
 from tests.unit import test_capacity
 
 
@@ -121,7 +120,7 @@ def carry_out(cloud: Cloud, found: capacity_plan.Plan) -> dict:
     return hosts
 
 
-class PlanTest(testtools.TestCase):
+class PlanTest(base.TestCase):
 
     def test_random_clouds_fewest_moves_that_work(self):
         rng = random.Random(4444)

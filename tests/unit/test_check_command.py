@@ -31,7 +31,6 @@ from unittest import mock
 
 import fixtures
 from oslo_upgradecheck import upgradecheck
-import testtools
 
 from nova_gpu_p2p.checks import report
 from nova_gpu_p2p.checks import result
@@ -39,6 +38,7 @@ from nova_gpu_p2p.checks import versions
 from nova_gpu_p2p.cmd import cli
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
+from tests.unit import base
 from tests.unit import test_checks
 from tests.unit import test_cli
 from tests.unit import test_corpus
@@ -109,7 +109,7 @@ EXPECTED = {
 }
 
 
-class CheckCLIBase(testtools.TestCase):
+class CheckCLIBase(base.TestCase):
     """The command run as root on corpus trees, its report parsed."""
 
     def setUp(self):

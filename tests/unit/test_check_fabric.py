@@ -24,7 +24,6 @@ import json
 import os
 
 import fixtures
-import testtools
 
 from nova_gpu_p2p.checks import fabric
 from nova_gpu_p2p.checks import host
@@ -38,6 +37,7 @@ from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.topology import backends
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_check_command
 from tests.unit import test_checks
 from tests.unit import test_corpus
@@ -84,7 +84,7 @@ def by_subject(checks):
     return {c.subject: c for c in checks}
 
 
-class TestReadConfig(testtools.TestCase):
+class TestReadConfig(base.TestCase):
 
     def write(self, text):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
@@ -117,7 +117,7 @@ class TestReadConfig(testtools.TestCase):
                          'such file or directory', config.problem)
 
 
-class TestMode(testtools.TestCase):
+class TestMode(base.TestCase):
 
     def test_shared_with_the_backend(self):
         check = fabric.check_mode(facts())
@@ -158,7 +158,7 @@ class TestMode(testtools.TestCase):
         self.assertIn('see troubleshooting: Fabric Manager mode', check.fix)
 
 
-class TestReachable(testtools.TestCase):
+class TestReachable(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -218,7 +218,7 @@ class TestReachable(testtools.TestCase):
         self.assertIn('fabric_manager_library', check.fix)
 
 
-class TestPartitionsAndModules(testtools.TestCase):
+class TestPartitionsAndModules(base.TestCase):
 
     def test_partitions_listed(self):
         where = fabric.module_addresses(fm_partitions(), hgx_topology())
@@ -264,7 +264,7 @@ class TestPartitionsAndModules(testtools.TestCase):
                       check.message)
 
 
-class TestBindings(testtools.TestCase):
+class TestBindings(base.TestCase):
 
     def test_switches_on_nvidia_in_shared_mode(self):
         topology = test_corpus.discover(HGX)
@@ -311,7 +311,7 @@ class TestBindings(testtools.TestCase):
         self.assertEqual([], fabric.check_managed(topology, None))
 
 
-class TestHostChecks(testtools.TestCase):
+class TestHostChecks(base.TestCase):
 
     def run_checks(self, fabric_facts, topology=None):
         topology = topology or hgx_topology()
@@ -361,7 +361,7 @@ class TestHostChecks(testtools.TestCase):
                          [(c.subject, c.code) for c in checks[-3:]])
 
 
-class TestGather(testtools.TestCase):
+class TestGather(base.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -18,14 +18,18 @@
 """
 
 import importlib.util
+import io
 import os
 import sys
+import tarfile
 import types
 from unittest import mock
+import zipfile
 
-import testtools
+import fixtures
 
 import tests
+from tests.unit import base
 
 SCRIPT = os.path.join(tests.ROOT, 'tools', 'check_package.py')
 
@@ -38,7 +42,7 @@ def load_script() -> types.ModuleType:
     return module
 
 
-class CheckPackageTest(testtools.TestCase):
+class CheckPackageTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -83,3 +87,51 @@ class CheckPackageTest(testtools.TestCase):
                                 sys.executable, '-c', 'import eventlet',
                                 quiet=True)
         self.assertIn('EventletDeprecationWarning', str(exc))
+
+
+class LicenseTest(base.TestCase):
+    """Both distributions ship the Apache-2.0 text, in sdist and wheel."""
+
+    def setUp(self):
+        super().setUp()
+        self.script = load_script()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+
+    def archives(self, sdist_names, wheel_names):
+        sdist = os.path.join(self.dir, 'd-1.tar.gz')
+        with tarfile.open(sdist, 'w:gz') as archive:
+            for name in sdist_names:
+                info = tarfile.TarInfo(name)
+                archive.addfile(info, io.BytesIO(b''))
+        wheel = os.path.join(self.dir, 'd-1-py3-none-any.whl')
+        with zipfile.ZipFile(wheel, 'w') as archive:
+            for name in wheel_names:
+                archive.writestr(name, '')
+        return sdist, wheel
+
+    def test_shipped(self):
+        sdist, wheel = self.archives(
+            ['d-1/LICENSE', 'd-1/setup.cfg'],
+            ['d/__init__.py', 'd-1.dist-info/licenses/LICENSE'])
+        self.assertEqual('d-1.tar.gz and d-1-py3-none-any.whl ship LICENSE',
+                         self.script.check_license(sdist, wheel))
+
+    def test_missing_from_either(self):
+        sdist, wheel = self.archives(['d-1/setup.cfg', 'd-1/d/LICENSE'],
+                                     ['d-1.dist-info/LICENSE'])
+        exc = self.assertRaises(self.script.PackageError,
+                                self.script.check_license, sdist, wheel)
+        self.assertEqual('LICENSE missing from d-1.tar.gz', str(exc))
+        sdist, wheel = self.archives(['d-1/LICENSE'], ['d/LICENSE'])
+        exc = self.assertRaises(self.script.PackageError,
+                                self.script.check_license, sdist, wheel)
+        self.assertEqual('LICENSE missing from d-1-py3-none-any.whl',
+                         str(exc))
+
+    def test_the_checkout_has_the_apache_text(self):
+        for root in (tests.ROOT, os.path.join(tests.ROOT, 'guest-agent')):
+            with open(os.path.join(root, 'LICENSE')) as f:
+                text = f.read()
+            self.assertIn('Apache License\n', text)
+            self.assertIn('Version 2.0, January 2004', text)
+            self.assertIn('END OF TERMS AND CONDITIONS', text)

@@ -20,13 +20,13 @@ from nova import objects
 from nova.pci import stats as pci_stats
 from nova.pci import whitelist
 from oslo_utils.fixture import uuidsentinel as uuids
-import testtools
 
 from nova_gpu_p2p import claim_order
 from nova_gpu_p2p.fabric import partitions
 from tests.fixtures import expected_cliques
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 
 HGX = 'hgx-8gpu-nvswitch-2numa'
 CORPUS = 'pcie-8gpu-4switch-2socket'
@@ -74,7 +74,7 @@ def first_free(reported: list[dict], count: int, cells: list[int]
     return tuple(sorted(a for a in before if a not in after))
 
 
-class TestGroupKeys(testtools.TestCase):
+class TestGroupKeys(base.TestCase):
 
     def test_nested_partitions_largest_first(self):
         keys = claim_order.group_keys(board('h100'))
@@ -94,7 +94,7 @@ class TestGroupKeys(testtools.TestCase):
         self.assertEqual({}, claim_order.group_keys([(), ()]))
 
 
-class TestOrdered(testtools.TestCase):
+class TestOrdered(base.TestCase):
 
     def test_h100_pairs_adjacent_other_devices_in_place(self):
         found = devices(hosts.HGX_MODULES.values())
@@ -127,7 +127,7 @@ class TestOrdered(testtools.TestCase):
                           claim_order.ordered(found, keys)])
 
 
-class TestFirstFreeOnAnEmptyHost(testtools.TestCase):
+class TestFirstFreeOnAnEmptyHost(base.TestCase):
     """Nova's claim on an empty host reported in this order: one group."""
 
     def assert_one_group(self, groups, gpus, sizes) -> None:

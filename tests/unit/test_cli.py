@@ -35,7 +35,6 @@ from unittest import mock
 
 import fixtures
 from oslo_config import cfg
-import testtools
 
 import nova_gpu_p2p
 from nova_gpu_p2p.cmd import cli
@@ -47,6 +46,7 @@ from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_atomic_file
 from tests.unit import test_corpus
 
@@ -119,7 +119,7 @@ def partitions_by_module(entries: list[dict]) -> dict[int, str]:
     return {module[e['address']]: e['gpu_p2p_partitions'] for e in entries}
 
 
-class CLITestCase(testtools.TestCase):
+class CLITestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -187,6 +187,20 @@ class TestQuiet(CLITestCase):
         self.assertEqual(
             'nova-gpu-p2p %s\n' % importlib.metadata.version('nova-gpu-p2p'),
             self.assertQuiet('--version'))
+
+    def test_outside_novas_environment_is_one_line(self):
+        # -S: none of the environment's site-packages, as the system's
+        # python3 running a copied console script.
+        result = subprocess.run(
+            [sys.executable, '-S', '-c', CONSOLE, '--help'],
+            env=dict(os.environ, PYTHONPATH=REPO, HOME=self.dir),
+            cwd=self.dir, capture_output=True, text=True, timeout=120)
+        self.assertEqual((2, ''), (result.returncode, result.stdout))
+        self.assertEqual(
+            'nova-gpu-p2p: this Python (%s) cannot import nova_gpu_p2p_guest:'
+            ' run nova-gpu-p2p from the environment nova-compute runs from, '
+            'where it is installed beside Nova (doc/source/install.rst)\n'
+            % sys.executable, result.stderr)
 
     def test_topology_and_capture(self):
         host = self.capture(test_corpus.discover(ACS_HOST))

@@ -16,10 +16,9 @@
 
 import itertools
 
-import testtools
-
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p.scheduler.clique_fit import Group
+from tests.unit import base
 
 
 def _host(*cliques, used=()):
@@ -38,7 +37,7 @@ def _candidates(host, count):
     return [list(c) for c in itertools.permutations(_free(host), count)]
 
 
-class TestGroups(testtools.TestCase):
+class TestGroups(base.TestCase):
 
     def test_same_clique_is_one_group(self):
         host = _host(0, 0, 1, None, None)
@@ -61,7 +60,7 @@ class TestGroups(testtools.TestCase):
             [clique_fit.Gpu('a', 2, 3), clique_fit.Gpu('b', 2, 2)]))
 
 
-class TestFittingGroup(testtools.TestCase):
+class TestFittingGroup(base.TestCase):
 
     def test_one_clique(self):
         host = _host(0, 0, 1, 1)
@@ -97,7 +96,7 @@ class TestFittingGroup(testtools.TestCase):
                                                             gpus))
 
 
-class TestBestFirst(testtools.TestCase):
+class TestBestFirst(base.TestCase):
 
     def test_issue_example_free_one_of_a_and_both_of_b(self):
         # Clique A = g0-g3 with only g3 free, clique B = g4, g5 free.
@@ -174,7 +173,7 @@ class TestBestFirst(testtools.TestCase):
                                          fit.leftover)
 
 
-class TestChoose(testtools.TestCase):
+class TestChoose(base.TestCase):
 
     def test_fewest_free_that_fits(self):
         free = {Group(0): 4, Group(1): 2, Group(2): 1}

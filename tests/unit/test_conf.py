@@ -15,15 +15,15 @@
 import fixtures
 from oslo_config import cfg
 from oslo_utils import units
-import testtools
 
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.topology import backends
+from tests.unit import base
 
 
-class ConfTestCase(testtools.TestCase):
+class ConfTestCase(base.TestCase):
     """Parses a real nova.conf file, as nova-compute does at start-up."""
 
     def load(self, body: str) -> cfg.ConfigOpts:
@@ -234,7 +234,7 @@ class TestBadValues(ConfTestCase):
         self.assertEqual(['fabricmanager'], backends.offering('partitions'))
 
 
-class TestSampleFormatting(testtools.TestCase):
+class TestSampleFormatting(base.TestCase):
     """The generated sample config writes our values back readably."""
 
     def test_clique_assignment_round_trip(self):

@@ -20,7 +20,6 @@ import json
 import os
 
 import fixtures
-import testtools
 
 from lab import decision_quality
 from nova_gpu_p2p.checks import consumer_gpus as check
@@ -36,6 +35,7 @@ from nova_gpu_p2p.topology import pci_ids
 from nova_gpu_p2p import traits
 import tests
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_cli
 from tests.unit import test_corpus
 
@@ -76,7 +76,7 @@ def _host(*devices: int, nvlink: bool = False) -> model.HostTopology:
     return model.HostTopology(functions=functions, nvlink_pairs=pairs)
 
 
-class TestDatabase(testtools.TestCase):
+class TestDatabase(base.TestCase):
     """pci.ids as pciutils writes it: only NVIDIA's device lines kept."""
 
     def test_names_from_the_nvidia_section(self):
@@ -156,7 +156,7 @@ class TestDatabase(testtools.TestCase):
             self.assertEqual(name, system.subsystems.get(key), key)
 
 
-class TestRule(testtools.TestCase):
+class TestRule(base.TestCase):
     """GeForce and TITAN are consumer GPUs, by their names in the file."""
 
     def test_kinds_of_real_names(self):
@@ -227,7 +227,7 @@ def _assign(topology, allow=False, clique_map=None):
                                clique_map=clique_map, barred=kinds.barred)
 
 
-class TestCliques(testtools.TestCase):
+class TestCliques(base.TestCase):
 
     def test_consumer_pair_behind_one_switch_has_no_clique(self):
         found = _assign(_host(RTX4090, RTX4090))
@@ -277,7 +277,7 @@ def _instance(mode: str, topology: model.HostTopology, gpus):
                                  lambda a, b: 'PIX', 'PXB')
 
 
-class TestInstanceCliques(testtools.TestCase):
+class TestInstanceCliques(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -311,7 +311,7 @@ class TestInstanceCliques(testtools.TestCase):
                              _instance(mode, self.host, [A]), mode)
 
 
-class TestCLI(testtools.TestCase):
+class TestCLI(base.TestCase):
     """The issue's own acceptance: two GeForce cards behind one switch."""
 
     def setUp(self):
@@ -375,7 +375,7 @@ class TestCLI(testtools.TestCase):
         self.assertIn('CUSTOM_GPU_P2P_CLIQUE_2', report['traits'])
 
 
-class TestDiscovery(testtools.TestCase):
+class TestDiscovery(base.TestCase):
 
     def test_the_database_is_read_once_per_discovery(self):
         opts = test_corpus.make_conf(
@@ -406,7 +406,7 @@ class TestDiscovery(testtools.TestCase):
                 "[gpu_p2p] allow_consumer_gpu_cliques = true" % address))
 
 
-class TestCheckRow(testtools.TestCase):
+class TestCheckRow(base.TestCase):
     """check's consumer GPUs line: what it found, and the fix."""
 
     def kinds(self, *devices, database=None, allow=False):
@@ -462,7 +462,7 @@ class TestCheckRow(testtools.TestCase):
         self.assertEqual([], check.check_consumer_gpus(self.kinds()))
 
 
-class TestBenchTruth(testtools.TestCase):
+class TestBenchTruth(base.TestCase):
 
     def test_no_pair_of_consumer_gpus_is_p2p_capable(self):
         """So the wrapper's clique on them counts as a false one."""

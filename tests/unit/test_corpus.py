@@ -32,7 +32,6 @@ import tempfile
 
 import fixtures
 from oslo_config import cfg
-import testtools
 
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import conf
@@ -46,6 +45,7 @@ from tests.fixtures import deadline
 from tests.fixtures import expected_cliques
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
+from tests.unit import base
 from tests.unit import test_cli
 
 _TREES: dict[tuple[str, bool], str] = {}
@@ -102,7 +102,7 @@ def cases():
         yield name, case.unprivileged, case.expected
 
 
-class TestCorpus(testtools.TestCase):
+class TestCorpus(base.TestCase):
 
     def test_corpus_has_the_required_hosts(self):
         self.assertGreaterEqual(len(hosts.HOSTS), 8)
@@ -289,7 +289,7 @@ class TestCorpus(testtools.TestCase):
         self.assertIn("each other's parent", str(error))
 
 
-class TestCLI(testtools.TestCase):
+class TestCLI(base.TestCase):
 
     def setUp(self):
         super().setUp()

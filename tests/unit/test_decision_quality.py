@@ -26,7 +26,6 @@ import shlex
 
 import fixtures
 from lxml import etree
-import testtools
 
 from lab.baselines import sidecar
 from lab.baselines import wrapper
@@ -34,6 +33,7 @@ from lab import decision_quality as dq
 from nova_gpu_p2p.guest import topology_description
 from tests.fixtures import guest_sysfs
 from tests.fixtures import hosts
+from tests.unit import base
 
 GPU_A, GPU_B, GPU_C = '0000:03:00.0', '0000:04:00.0', '0000:83:00.0'
 NIC_0, NIC_1 = '0000:05:00.0', '0000:85:00.0'
@@ -129,7 +129,7 @@ def shares(xml: str, truth: dq.HostTruth = TRUTH) -> dict[str, tuple]:
             for name, share in dq.evaluate(xml, truth).items()}
 
 
-class TestHostTruth(testtools.TestCase):
+class TestHostTruth(base.TestCase):
 
     def test_p2p_capable_is_pxb_or_closer(self):
         self.assertEqual({frozenset((GPU_A, GPU_B))}, set(TRUTH.p2p_pairs))
@@ -148,7 +148,7 @@ class TestHostTruth(testtools.TestCase):
         self.assertIn(frozenset((GPU_A, GPU_C)), truth.p2p_pairs)
 
 
-class TestMetrics(testtools.TestCase):
+class TestMetrics(base.TestCase):
 
     def test_good_layout_meets_every_goal(self):
         # But NCCL sees A-B as PHB, not PIX: root ports of one bus.
@@ -313,7 +313,7 @@ RIGHT_AGENT_XML = (
     '<pci busid="0000:f8:00.0" class="0x020000"/></cpu></system>')
 
 
-class TestNcclHostClass(testtools.TestCase):
+class TestNcclHostClass(base.TestCase):
     """The guest's pairs as NCCL classifies them, against the host's."""
 
     def setUp(self):
@@ -437,7 +437,7 @@ def argv(*devices: str) -> str:
                       + [w for d in devices for w in ('-device', d)])
 
 
-class TestLibvirtVerdict(testtools.TestCase):
+class TestLibvirtVerdict(base.TestCase):
 
     def test_refused_xml_scores_zero(self):
         found = {name: (share.hits, share.total) for name, share in
@@ -464,7 +464,7 @@ class TestLibvirtVerdict(testtools.TestCase):
                                   found['p2p_enabled'].total))
 
 
-class TestWrapper(testtools.TestCase):
+class TestWrapper(base.TestCase):
 
     def test_default_map_puts_every_gpu_in_clique_0(self):
         wrapped = wrapper.wrap(
@@ -491,7 +491,7 @@ class TestWrapper(testtools.TestCase):
         self.assertEqual(words, wrapper.wrap(words, {GPU_A: 0, GPU_B: 0}))
 
 
-class TestSidecar(testtools.TestCase):
+class TestSidecar(base.TestCase):
 
     def test_expander_bus_per_host_node_with_host_numbers(self):
         # Guest cell 0 is on host node 1 (domain()'s default): the recipe
@@ -524,7 +524,7 @@ class TestSidecar(testtools.TestCase):
                 xml.encode())).devices if d.expander_bus is not None])
 
 
-class TestScore(testtools.TestCase):
+class TestScore(base.TestCase):
     """bench_cloud.score: libvirt's verdict first, then the metrics."""
 
     def test_refused_strategy_scores_zero_and_says_why(self):

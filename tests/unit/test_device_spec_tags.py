@@ -17,10 +17,10 @@
 import json
 
 import fixtures
-import testtools
 
 from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.fabric import partitions as partitions_mod
+from tests.unit import base
 
 A = '0000:03:00.0'
 B = '0000:04:00.0'
@@ -47,7 +47,7 @@ def _tags(clique_id):
     return {'traits': ID % clique_id, 'gpu_p2p_clique': str(clique_id)}
 
 
-class TestEntry(testtools.TestCase):
+class TestEntry(base.TestCase):
 
     def test_line(self):
         self.assertEqual(_entry(C, 3), device_spec_tags.entry(C, 3))
@@ -68,7 +68,7 @@ class TestEntry(testtools.TestCase):
         self.assertEqual(0, device_spec_tags.tag_clique(value))
 
 
-class TestEntryTraits(testtools.TestCase):
+class TestEntryTraits(base.TestCase):
 
     def test_read_as_nova_reads_them(self):
         self.assertEqual(
@@ -80,7 +80,7 @@ class TestEntryTraits(testtools.TestCase):
         self.assertEqual(set(), device_spec_tags.entry_traits({}))
 
 
-class TestProviderName(testtools.TestCase):
+class TestProviderName(base.TestCase):
 
     def test_upper_case_address(self):
         self.assertEqual(
@@ -88,7 +88,7 @@ class TestProviderName(testtools.TestCase):
             device_spec_tags.provider_name('cmp1', '0000:af:00.0'))
 
 
-class TestTagClique(testtools.TestCase):
+class TestTagClique(base.TestCase):
 
     def test_values(self):
         for tags, expected in (({'gpu_p2p_clique': '0'}, 0),
@@ -104,7 +104,7 @@ class TestTagClique(testtools.TestCase):
             self.assertEqual(expected, device_spec_tags.tag_clique(tags), tags)
 
 
-class TestProblems(testtools.TestCase):
+class TestProblems(base.TestCase):
 
     def test_right_trait_and_tag(self):
         self.assertEqual([], device_spec_tags.problems(
@@ -233,7 +233,7 @@ def _held_missing(why):
         A, why, device_spec_tags.entry(A, 0, HELD))
 
 
-class TestPartitions(testtools.TestCase):
+class TestPartitions(base.TestCase):
     """Fabric Manager partitions in a GPU's entry, and their checks."""
 
     def test_sizes_of_partitions_of_two_or_more(self):
@@ -321,7 +321,7 @@ class TestPartitions(testtools.TestCase):
                                       {A: _held_tags()}))
 
 
-class TestConfiguredTags(testtools.TestCase):
+class TestConfiguredTags(base.TestCase):
     """Nova's own device_spec matching decides which entry is a GPU's."""
 
     def setUp(self):

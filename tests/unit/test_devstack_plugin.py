@@ -49,13 +49,13 @@ import nova.conf
 from nova.pci import request as pci_request
 from nova.pci import whitelist
 from oslo_config import cfg
-import testtools
 
 from nova_gpu_p2p.checks import scheduler_settings
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import flavor_commands as fc
 import tests
+from tests.unit import base
 from tests.unit import test_corpus
 
 REPO = tests.ROOT
@@ -315,7 +315,7 @@ class Devstack(fixtures.Fixture):
         return parse_ini(path)
 
 
-class TestStack(testtools.TestCase):
+class TestStack(base.TestCase):
 
     def stack(self, services=ALL_SERVICES, seed=SEED, **settings):
         host = self.useFixture(Devstack(services, seed, **settings))
@@ -663,7 +663,7 @@ class TestStack(testtools.TestCase):
         self.assertEqual([DRIVER], host.ini()['DEFAULT']['compute_driver'])
 
 
-class TestMoreStack(testtools.TestCase):
+class TestMoreStack(base.TestCase):
     """What devstack's real functions showed up (issue 34)."""
 
     def test_our_filter_before_novas_listed_earlier(self):
@@ -801,7 +801,7 @@ class TestMoreStack(testtools.TestCase):
                          [c[1] for c in host.calls('echo_summary')])
 
 
-class TestLayouts(testtools.TestCase):
+class TestLayouts(base.TestCase):
     """Each host of a multi-node devstack gets what its services read."""
 
     SCHEDULER_OPTIONS = {'candidates_per_host': '5',
@@ -881,7 +881,7 @@ class TestLayouts(testtools.TestCase):
         self.assertEqual(SEED, open(host.nova_conf).read())
 
 
-class TestRefusedSettings(testtools.TestCase):
+class TestRefusedSettings(base.TestCase):
 
     def refused(self, phase, message, services=ALL_SERVICES, local_conf='',
                 **settings):
@@ -993,7 +993,7 @@ class TestRefusedSettings(testtools.TestCase):
                      **PCI)
 
 
-class TestUnstackAndClean(testtools.TestCase):
+class TestUnstackAndClean(base.TestCase):
 
     def test_unstack_does_nothing(self):
         host = self.useFixture(Devstack(**PCI))
@@ -1088,7 +1088,7 @@ class TestUnstackAndClean(testtools.TestCase):
         self.assertEqual(2, len(host.calls('pip_uninstall')))
 
 
-class TestShellcheck(testtools.TestCase):
+class TestShellcheck(base.TestCase):
 
     def test_shellcheck(self):
         shellcheck = shutil.which('shellcheck')
@@ -1106,7 +1106,7 @@ class TestShellcheck(testtools.TestCase):
         self.assertEqual(0, result.returncode, result.stdout + result.stderr)
 
 
-class TestDoc(testtools.TestCase):
+class TestDoc(base.TestCase):
     """doc/source/devstack.rst lists every setting with its default."""
 
     def settings_defaults(self):

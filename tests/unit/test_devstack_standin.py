@@ -30,8 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-import testtools
-
+from tests.unit import base
 from tests.unit import test_devstack_plugin as plugin_tests
 
 RECORDED = os.path.join(plugin_tests.STANDIN, 'recorded.json')
@@ -165,7 +164,7 @@ def recorded() -> dict[str, object]:
         return json.load(f)
 
 
-class TestStandIn(testtools.TestCase):
+class TestStandIn(base.TestCase):
 
     def test_every_case_is_recorded(self):
         self.assertEqual(sorted(CASES), sorted(recorded()['cases']))

@@ -14,15 +14,15 @@
 
 import fixtures
 from oslo_config import cfg
-import testtools
 
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import nova_signatures
 from nova_gpu_p2p.topology import discovery
+from tests.unit import base
 
 
-class TestNovaHooks(testtools.TestCase):
+class TestNovaHooks(base.TestCase):
 
     def test_installed_nova_has_them(self):
         nova_signatures.check()
@@ -44,7 +44,7 @@ class TestNovaHooks(testtools.TestCase):
                       str(exc))
 
 
-class TestDiscoverNeverRaises(testtools.TestCase):
+class TestDiscoverNeverRaises(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -73,7 +73,7 @@ class TestDiscoverNeverRaises(testtools.TestCase):
         self.assertEqual(1, self.log.output.count('discovery with'))
 
 
-class TestLinkCache(testtools.TestCase):
+class TestLinkCache(base.TestCase):
     """Guest builds between two discoveries reuse the pairs' classes."""
 
     def test_each_pair_and_policy_computed_once(self):

@@ -50,15 +50,15 @@ from importlib import metadata
 import os
 import re
 
-import testtools
-
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p import min_versions
 from nova_gpu_p2p.topology import host_cliques
 from nova_gpu_p2p import traits
 import tests
+from tests.unit import base
 
 ROOT = tests.ROOT
 
@@ -309,7 +309,7 @@ def documents():
                   if os.path.isfile(p))
 
 
-class TestScanner(testtools.TestCase):
+class TestScanner(base.TestCase):
     """The scanner itself, on made-up text."""
 
     def _names(self, text, kind):
@@ -402,7 +402,7 @@ class TestScanner(testtools.TestCase):
         self.assertEqual([], self._names(text, 'command'))
 
 
-class TestDocumentedNamesExist(testtools.TestCase):
+class TestDocumentedNamesExist(base.TestCase):
     """The docs, README and devstack plugin name only what exists."""
 
     def setUp(self):
@@ -442,3 +442,38 @@ class TestDocumentedNamesExist(testtools.TestCase):
                              if ref.kind == 'option')
         missing = sorted({opt.dest for opt in conf.OPTS} - named)
         self.assertEqual([], missing)
+
+
+#: "CUSTOM_GPU_NUMA_AFFINITY`` from libvirt 8.0.0 and QEMU 6.2.0".
+_AFFINITY_VERSIONS = re.compile(
+    r'NUMA_AFFINITY\W+(?:from|needs|with)' + _GAP + r'libvirt' + _GAP
+    + r'(\d+(?:\.\d+)+)' + _GAP + 'and' + _GAP + 'QEMU' + _GAP
+    + r'(\d+(?:\.\d+)+)')
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``8.0`` and ``8.0.0`` alike."""
+    parts = tuple(int(part) for part in text.split('.'))
+    return parts + (0,) * (3 - len(parts))
+
+
+class TestStatedMinimums(base.TestCase):
+    """Pages state the NUMA trait's libvirt and QEMU as the code checks.
+
+    (:mod:`nova_gpu_p2p.min_versions`).
+    """
+
+    def test_numa_affinity_versions(self):
+        stated = []
+        for path in documents():
+            with open(os.path.join(ROOT, path), encoding='utf-8') as f:
+                text = f.read()
+            stated.extend((path, _line_of(text, m.start()), m.group(1),
+                           m.group(2))
+                          for m in _AFFINITY_VERSIONS.finditer(text))
+        self.assertNotEqual([], stated)
+        wrong = ['%s:%s: libvirt %s and QEMU %s' % found
+                 for found in stated if (_version(found[2]), _version(
+                     found[3])) != (min_versions.LIBVIRT_NUMA_AFFINITY,
+                                    min_versions.QEMU_NUMA_AFFINITY)]
+        self.assertEqual([], wrong)

@@ -31,7 +31,6 @@ from nova.virt.libvirt import config as vconfig
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import fixture as config_fixture
 from oslo_utils.fixture import uuidsentinel as uuids
-import testtools
 
 from nova_gpu_p2p import action_events
 from nova_gpu_p2p import device_spec_tags
@@ -50,11 +49,12 @@ from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import module_ids
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_corpus
 from tests.unit import test_traits as t
 
 
-class TestLoadThroughNova(testtools.TestCase):
+class TestLoadThroughNova(base.TestCase):
     """Nova's own loader, with Nova's libvirt test double as libvirtd."""
 
     def setUp(self):
@@ -125,7 +125,7 @@ def _hostdev(address):
     return dev
 
 
-class TestGetGuestConfig(testtools.TestCase):
+class TestGetGuestConfig(base.TestCase):
     """_get_guest_config's glue, with Nova's own method mocked."""
 
     def setUp(self):
@@ -376,7 +376,7 @@ class TestGetGuestConfig(testtools.TestCase):
         discover.assert_not_called()
 
 
-class TestLiveMigration(testtools.TestCase):
+class TestLiveMigration(base.TestCase):
     """Live migration would carry the source host's layout: refused."""
 
     def setUp(self):
@@ -419,7 +419,7 @@ class TestLiveMigration(testtools.TestCase):
                                      block_device_info='bdi')
 
 
-class TestHostFacts(testtools.TestCase):
+class TestHostFacts(base.TestCase):
     """The two host facts the driver reads from libvirt."""
 
     def setUp(self):
@@ -501,7 +501,7 @@ def just_below(version: tuple[int, int, int]) -> tuple[int, int, int]:
     return major - 1, 999, 999
 
 
-class TestUpdateProviderTree(testtools.TestCase):
+class TestUpdateProviderTree(base.TestCase):
     """Our traits on a real ProviderTree, Nova's own method mocked."""
 
     def setUp(self):
@@ -851,7 +851,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
                       self.log.output)
 
 
-class TestNovaHooksWithProviderTree(testtools.TestCase):
+class TestNovaHooksWithProviderTree(base.TestCase):
 
     def test_real_libvirt_driver_accepted(self):
         nova_signatures.check(libvirt_driver.LibvirtDriver)
@@ -913,7 +913,7 @@ def domain_xml(*addresses: str) -> str:
     return "<domain type='kvm'><devices>%s</devices></domain>" % hostdevs
 
 
-class _FabricManagerBase(testtools.TestCase):
+class _FabricManagerBase(base.TestCase):
     """The driver on the HGX board with the stand-in Fabric Manager."""
 
     def setUp(self):

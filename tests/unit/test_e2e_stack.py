@@ -17,13 +17,13 @@
 import os
 
 import fixtures
-import testtools
 
 from tests.e2e import guest_image
 from tests.fixtures import stack
+from tests.unit import base
 
 
-class TestStack(testtools.TestCase):
+class TestStack(base.TestCase):
 
     def test_host_stack_runs_tools_as_they_are(self):
         host = stack.Stack('/')
@@ -77,7 +77,7 @@ class TestStack(testtools.TestCase):
             chroot.virsh('version'))
 
 
-class TestSeabiosVersion(testtools.TestCase):
+class TestSeabiosVersion(base.TestCase):
 
     def version(self, data: bytes):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'bios')

@@ -18,11 +18,10 @@ Expected bus numbers and controller indexes are worked out by hand from
 the module docstring.
 """
 
-import testtools
-
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import expander_buses as eb
+from tests.unit import base
 
 GPU = devices.DeviceKind.GPU
 NIC = devices.DeviceKind.NIC
@@ -43,7 +42,7 @@ def summary(layout):
             for b in layout.buses]
 
 
-class TestBusNumbers(testtools.TestCase):
+class TestBusNumbers(base.TestCase):
 
     def test_one_port_gets_254(self):
         layout = eb.layout([dev('0000:03:00.0')], {0: 0}, RC, ())
@@ -119,7 +118,7 @@ class TestBusNumbers(testtools.TestCase):
         self.assertEqual([223, 190, 157], [b.bus_nr for b in layout.buses])
 
 
-class TestIndexes(testtools.TestCase):
+class TestIndexes(base.TestCase):
 
     def test_lowest_free_skipping_zero(self):
         layout = eb.layout([dev('0000:03:00.0')], {0: 0}, RC, ())
@@ -160,7 +159,7 @@ class TestIndexes(testtools.TestCase):
         self.assertEqual(3, layout.buses[0].index)
 
 
-class TestGrouping(testtools.TestCase):
+class TestGrouping(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -246,7 +245,7 @@ class TestGrouping(testtools.TestCase):
         self.assertEqual({}, layout.unplaced)
 
 
-class TestUnplaced(testtools.TestCase):
+class TestUnplaced(base.TestCase):
 
     def test_unknown_device(self):
         devs = [dev('0000:03:00.0', known=False), dev('0000:04:00.0')]
@@ -299,7 +298,7 @@ class TestUnplaced(testtools.TestCase):
         self.assertEqual((), layout.buses)
 
 
-class TestPortOf(testtools.TestCase):
+class TestPortOf(base.TestCase):
 
     def test_found(self):
         devs = [dev('0000:03:00.0', numa=0, rc='pci0000:00'),

@@ -18,10 +18,10 @@ from nova.api.validation.extra_specs import base
 from nova.api.validation.extra_specs import hw
 from nova.api.validation.extra_specs import validators
 from nova import exception as nova_exception
-import testtools
 
 from nova_gpu_p2p import extra_spec_validators
 from nova_gpu_p2p import extra_specs
+from tests.unit import base as test_base
 
 
 OURS = {'hw:gpu_p2p_clique', 'hw:gpu_numa_affinity'}
@@ -33,7 +33,7 @@ def nova_validator(name: str) -> base.ExtraSpecValidator:
         name=name, description='Nova\'s own', value={'type': str})
 
 
-class TestRegister(testtools.TestCase):
+class TestRegister(test_base.TestCase):
 
     def test_registers_our_keys_and_nova_gaps_with_descriptions(self):
         registered = {v.name: v for v in extra_spec_validators.register()}
@@ -92,7 +92,7 @@ class TestRegister(testtools.TestCase):
                 [nova_validator('hw:maxphysaddr')]))
 
 
-class TestValidate(testtools.TestCase):
+class TestValidate(test_base.TestCase):
 
     def test_valid_values(self):
         for value in extra_specs.CLIQUE_VALUES:
@@ -113,7 +113,7 @@ class TestValidate(testtools.TestCase):
             self.assertIn(allowed, str(exc))
 
 
-class TestMaxPhysAddr(testtools.TestCase):
+class TestMaxPhysAddr(test_base.TestCase):
 
     def test_valid_values(self):
         # The modes Nova's libvirt driver writes; QEMU's phys-bits range.

@@ -12,13 +12,12 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-import testtools
-
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs as es
+from tests.unit import base
 
 
-class TestRequiresClique(testtools.TestCase):
+class TestRequiresClique(base.TestCase):
 
     def test_only_required(self):
         key = es.CLIQUE_KEY
@@ -28,7 +27,7 @@ class TestRequiresClique(testtools.TestCase):
             self.assertFalse(es.requires_clique(specs), specs)
 
 
-class TestParseClique(testtools.TestCase):
+class TestParseClique(base.TestCase):
 
     def test_absent_means_none(self):
         self.assertEqual(es.CliqueRequest(es.CliqueMode.NONE),
@@ -59,7 +58,7 @@ class TestParseClique(testtools.TestCase):
                           str(exc))
 
 
-class TestParseNumaAffinity(testtools.TestCase):
+class TestParseNumaAffinity(base.TestCase):
 
     def test_absent_means_none(self):
         self.assertIs(es.NumaAffinity.NONE, es.parse_numa_affinity(None))
@@ -78,7 +77,7 @@ class TestParseNumaAffinity(testtools.TestCase):
             self.assertIn('none, preferred or required', str(exc))
 
 
-class TestParse(testtools.TestCase):
+class TestParse(base.TestCase):
 
     def test_empty_flavor_wants_nothing(self):
         request = es.parse({})

@@ -15,13 +15,13 @@
 """Partition lifecycle against the stand-in Fabric Manager library."""
 
 import fixtures
-import testtools
 
 from nova_gpu_p2p.fabric import lifecycle
 from nova_gpu_p2p.fabric import nvfm
 from nova_gpu_p2p.fabric import partitions
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 
 PARTITIONS, _ = partitions.to_addresses(fake_fm.H100_PARTITIONS.items(),
                                         hosts.HGX_MODULES)
@@ -32,7 +32,7 @@ def gpus(*modules):
     return tuple(hosts.HGX_MODULES[m] for m in modules)
 
 
-class TestLifecycle(testtools.TestCase):
+class TestLifecycle(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -267,7 +267,7 @@ class TestLifecycle(testtools.TestCase):
         self.assertEqual(['_activate_all', '_sync'], offloaded)
 
 
-class TestOutcome(testtools.TestCase):
+class TestOutcome(base.TestCase):
     """Issue 9's rule: only a new build is refused."""
 
     PAIR = ('0000:04:00.0', '0000:08:00.0')

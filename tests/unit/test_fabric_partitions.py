@@ -16,11 +16,10 @@
 
 import itertools
 
-import testtools
-
 from nova_gpu_p2p.fabric import partitions
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 
 MODULES = hosts.HGX_MODULES
 H100 = fake_fm.H100_PARTITIONS
@@ -34,7 +33,7 @@ def h100(modules=MODULES):
     return partitions.to_addresses(H100.items(), modules)
 
 
-class TestToAddresses(testtools.TestCase):
+class TestToAddresses(base.TestCase):
 
     def test_every_partition_by_address(self):
         found, findings = h100()
@@ -91,7 +90,7 @@ class TestToAddresses(testtools.TestCase):
         self.assertEqual((), findings)
 
 
-class TestExact(testtools.TestCase):
+class TestExact(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -116,7 +115,7 @@ class TestExact(testtools.TestCase):
             self.found, gpus(1, 3) + gpus(3)).id)
 
 
-class TestForInstance(testtools.TestCase):
+class TestForInstance(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -174,7 +173,7 @@ class TestForInstance(testtools.TestCase):
                                           iter(gpus(3, 1))).ids)
 
 
-class TestNvlinkPairs(testtools.TestCase):
+class TestNvlinkPairs(base.TestCase):
 
     def test_h100_board_is_all_pairs(self):
         self.assertEqual(

@@ -20,12 +20,11 @@ so the pair partition {1,3} is ``04:00.0`` + ``08:00.0`` and the first two
 GPUs in PCI order (modules 2 and 3) are no partition.
 """
 
-import testtools
-
 from lab import fabric_quality
 from nova_gpu_p2p.fabric import partitions
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 
 BOARD, _ = partitions.to_addresses(fake_fm.H100_PARTITIONS.items(),
                                    hosts.HGX_MODULES)
@@ -40,7 +39,7 @@ def _values(found):
     return {name: (share.hits, share.total) for name, share in found.items()}
 
 
-class TestScore(testtools.TestCase):
+class TestScore(base.TestCase):
 
     def test_each_server_its_partition(self):
         found = fabric_quality.score([PAIR_13, PAIR_24, HALF_2], BOARD,
@@ -86,7 +85,7 @@ class TestScore(testtools.TestCase):
                              set(fabric_quality.METRICS))
 
 
-class TestStrategies(testtools.TestCase):
+class TestStrategies(base.TestCase):
     """Nova's GPUs (PCI order) against ours, pooled over two sequences."""
 
     RECORDS = [

@@ -14,12 +14,11 @@
 
 """Which partitions a host's running domains hold, and which are stale."""
 
-import testtools
-
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.fabric import reconcile
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 
 PARTITIONS, _ = partitions.to_addresses(fake_fm.H100_PARTITIONS.items(),
                                         hosts.HGX_MODULES)
@@ -35,7 +34,7 @@ def single(module):
     return 6 + module
 
 
-class TestDecide(testtools.TestCase):
+class TestDecide(base.TestCase):
 
     def decide(self, active=(), **running):
         return reconcile.decide(PARTITIONS, active, running)
@@ -107,7 +106,7 @@ class TestDecide(testtools.TestCase):
         self.assertEqual(reconcile.Decision((), (), ()), decision)
 
 
-class TestLacking(testtools.TestCase):
+class TestLacking(base.TestCase):
 
     def test_all_active_nothing_lacking(self):
         self.assertEqual({}, reconcile.lacking(

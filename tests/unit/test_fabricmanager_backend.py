@@ -28,7 +28,6 @@ import sys
 from unittest import mock
 
 import fixtures
-import testtools
 
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
@@ -43,6 +42,7 @@ from nova_gpu_p2p.topology import sysfs
 from nova_gpu_p2p import traits
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_corpus
 from tests.unit import test_module_ids
 
@@ -61,7 +61,7 @@ def all_pairs(addresses):
                      for pair in itertools.combinations(addresses, 2))
 
 
-class BackendTestCase(testtools.TestCase):
+class BackendTestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -388,7 +388,7 @@ class TestFabricManagerUnavailable(BackendTestCase):
                           fabric_manager_address=address)
 
 
-class TestEntryPoint(testtools.TestCase):
+class TestEntryPoint(base.TestCase):
 
     def test_loaded_by_name(self):
         self.assertIsInstance(
@@ -397,7 +397,7 @@ class TestEntryPoint(testtools.TestCase):
         self.assertIn('fabricmanager', backends.names())
 
 
-class TestHgxHost(testtools.TestCase):
+class TestHgxHost(base.TestCase):
     """The corpus host that the Fabric Manager tests build on."""
 
     def test_four_nvswitch_functions(self):

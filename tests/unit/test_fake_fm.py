@@ -19,12 +19,12 @@ import shutil
 from unittest import mock
 
 import fixtures
-import testtools
 
 from tests.fixtures import fake_fm
+from tests.unit import base
 
 
-class LibraryTest(testtools.TestCase):
+class LibraryTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -76,7 +76,7 @@ class LibraryTest(testtools.TestCase):
         self.assertIn('error', str(e))
 
 
-class FakeFMTest(testtools.TestCase):
+class FakeFMTest(base.TestCase):
 
     def setUp(self):
         super().setUp()

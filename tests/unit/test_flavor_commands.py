@@ -40,7 +40,6 @@ from nova.scheduler import weights
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 from oslo_utils import units
-import testtools
 
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p import exception
@@ -50,6 +49,7 @@ from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.topology import model
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_cli
 from tests.unit import test_corpus
 
@@ -77,7 +77,7 @@ def run_cli(*argv):
     return rc, out.getvalue(), err.getvalue()
 
 
-class TestCliqueTrait(testtools.TestCase):
+class TestCliqueTrait(base.TestCase):
 
     def test_every_size(self):
         expected = {2: 'CUSTOM_GPU_P2P_CLIQUE_2',
@@ -99,7 +99,7 @@ class TestCliqueTrait(testtools.TestCase):
                          {n: fc.clique_trait(n) for n in range(2, 17)})
 
 
-class TestDefaults(testtools.TestCase):
+class TestDefaults(base.TestCase):
 
     def test_defaults(self):
         request = fc.FlavorRequest(gpus=4, alias='a100')
@@ -117,7 +117,7 @@ class TestDefaults(testtools.TestCase):
         self.assertEqual(1024, request.ram)
 
 
-class TestValidate(testtools.TestCase):
+class TestValidate(base.TestCase):
 
     def error(self, **kwargs):
         kwargs.setdefault('alias', 'a100')
@@ -220,7 +220,7 @@ class TestValidate(testtools.TestCase):
                           fc.FlavorRequest(gpus=1, alias='a100'))
 
 
-class TestNovaFlavorAPI(testtools.TestCase):
+class TestNovaFlavorAPI(base.TestCase):
     """Issue 35, item 11: what flavor prints, Nova's API takes, and back.
 
     Judged by Nova's own request schema for POST /flavors.
@@ -278,7 +278,7 @@ class TestNovaFlavorAPI(testtools.TestCase):
                          'Nova\'s limit', message)
 
 
-class TestProperties(testtools.TestCase):
+class TestProperties(base.TestCase):
 
     def test_eight_gpus_two_nodes(self):
         self.assertEqual(
@@ -311,7 +311,7 @@ class TestProperties(testtools.TestCase):
         self.assertEqual('required', props['trait:CUSTOM_GPU_P2P_CLIQUE_16'])
 
 
-class TestGroupPolicy(testtools.TestCase):
+class TestGroupPolicy(base.TestCase):
     """``group_policy=none``: Nova's own default for PCI groups, stated."""
 
     def setUp(self):
@@ -367,7 +367,7 @@ class TestGroupPolicy(testtools.TestCase):
         self.assertEqual('', self.log.output)
 
 
-class TestCommands(testtools.TestCase):
+class TestCommands(base.TestCase):
 
     def test_defaults(self):
         self.assertEqual(
@@ -447,7 +447,7 @@ class TestCommands(testtools.TestCase):
                 self.assertTrue(line.startswith('#'), line)
 
 
-class TestAddressBits(testtools.TestCase):
+class TestAddressBits(base.TestCase):
     """hw:maxphysaddr_* sized as nova-compute sizes the guest's PCI hole."""
 
     def request(self, gpus=8, bars=None, **kwargs):
@@ -535,7 +535,7 @@ class TestAddressBits(testtools.TestCase):
             (fc.MAXPHYSADDR_MODE_KEY, fc.MAXPHYSADDR_BITS_KEY))
 
 
-class TestSchedulerSettings(testtools.TestCase):
+class TestSchedulerSettings(base.TestCase):
     """The nova.conf lines work with Nova's own options and loaders."""
 
     def load(self):
@@ -590,7 +590,7 @@ class TestSchedulerSettings(testtools.TestCase):
                       '--config-file /etc/nova/nova.conf', text)
 
 
-class TestWholeBoard(testtools.TestCase):
+class TestWholeBoard(base.TestCase):
     """``--whole-board``: 8 GPUs and the board's 4 NVSwitches, no clique."""
 
     def request(self, **kwargs):
@@ -699,7 +699,7 @@ class TestWholeBoard(testtools.TestCase):
         self.assertIn('hw:maxphysaddr_bits=', out)
 
 
-class TestFlavorCLI(testtools.TestCase):
+class TestFlavorCLI(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -824,7 +824,7 @@ def _spec(address, clique_id):
             % (address, clique_id, clique_id))
 
 
-class TestDeviceSpecCLI(testtools.TestCase):
+class TestDeviceSpecCLI(base.TestCase):
 
     def setUp(self):
         super().setUp()

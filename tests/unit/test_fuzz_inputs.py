@@ -48,6 +48,7 @@ from nova_gpu_p2p_guest import guest_sysfs as agent_sysfs
 from tests.fixtures import deadline
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
+from tests.unit import base
 from tests.unit import test_check_command
 from tests.unit import test_cli
 from tests.unit import test_corpus
@@ -68,7 +69,7 @@ SYSFS_READ = frozenset(['class', 'vendor', 'device', 'numa_node',
                         'max_link_speed', 'max_link_width'])
 
 
-class TestFuzzInputs(testtools.TestCase):
+class TestFuzzInputs(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -163,7 +164,7 @@ def _one_line_escaped(test: testtools.TestCase, text: str) -> None:
     test.assertNotIn('\r', text)
 
 
-class TestCaptureRoundTrip(testtools.TestCase):
+class TestCaptureRoundTrip(base.TestCase):
     """Issue 35, item 7: what ``capture`` writes, ``--load`` reads.
 
     Over every corpus host and damaged copies of one: whatever discovery
@@ -260,7 +261,7 @@ class TestCaptureRoundTrip(testtools.TestCase):
             self.assertRoundTrips(topology, seed)
 
 
-class TestNvlinkPairs(testtools.TestCase):
+class TestNvlinkPairs(base.TestCase):
     """Issue 35, item 8: NVLink joins two GPUs, nothing else."""
 
     def setUp(self):
@@ -289,7 +290,7 @@ class TestNvlinkPairs(testtools.TestCase):
             _one_line_escaped(self, err)
 
 
-class TestNoUnexpectedError(testtools.TestCase):
+class TestNoUnexpectedError(base.TestCase):
     """Issue 35, item 9: a message naming the file or option.
 
     Never "unexpected error" or a traceback.
@@ -435,7 +436,7 @@ class TestOneLineMessages(AgentInput):
         self.assertEqual('a\\nb\\x1b', errors.one_line('a\nb\x1b'))
 
 
-class TestOptionsFuzz(testtools.TestCase):
+class TestOptionsFuzz(base.TestCase):
     """Issue 35, item 6: every ``[gpu_p2p]`` option, given junk.
 
     Refused at start in one line naming it (nova-compute's validate, the
@@ -496,7 +497,7 @@ NUMBER_INPUTS = ('\u00b2', '\u0663', '\uff11', '0\u00b2', '\U0001d7ce', '+1',
                  '\u0661\u0665')
 
 
-class TestTagNumbers(testtools.TestCase):
+class TestTagNumbers(base.TestCase):
     """Issue 35 item 5: numbers in tags are ASCII decimal, one rule."""
 
     def test_ascii_decimal(self):

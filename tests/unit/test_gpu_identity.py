@@ -49,6 +49,7 @@ from tests.fixtures import deadline
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder as b
+from tests.unit import base
 from tests.unit import test_cli
 from tests.unit import test_corpus
 from tests.unit import test_fabricmanager_backend as fm_tests
@@ -228,7 +229,7 @@ def real_db(test: testtools.TestCase, suite: str) -> pci_ids.Database:
     return found
 
 
-class TestTable(testtools.TestCase):
+class TestTable(base.TestCase):
     """Each GPU named and unnamed, as a 3D and as a display controller."""
 
     def test_every_row_every_case(self):
@@ -310,7 +311,7 @@ class TestTable(testtools.TestCase):
                                       brand='NVIDIA').kind)
 
 
-class TestTrusted(testtools.TestCase):
+class TestTrusted(base.TestCase):
     """The operator's vouching opens one model, never a consumer GPU."""
 
     def judge(self, entries, *gpus, database=EMPTY):
@@ -348,7 +349,7 @@ class TestTrusted(testtools.TestCase):
                 '0000:03:00.0'])
 
 
-class TestDuplicates(testtools.TestCase):
+class TestDuplicates(base.TestCase):
     """A database naming one ID twice is refused whole, as by pciutils."""
 
     def write(self, text: str) -> str:
@@ -412,7 +413,7 @@ class TestDuplicates(testtools.TestCase):
                       'line', row.message)
 
 
-class TestParsedAsPciutils(testtools.TestCase):
+class TestParsedAsPciutils(base.TestCase):
     """Issue 42 item 6: pci.ids line by line, as pciutils 3.9 reads it."""
 
     write = TestDuplicates.write
@@ -481,7 +482,7 @@ class TestParsedAsPciutils(testtools.TestCase):
                          database.names)
 
 
-class TestDebianDatabases(testtools.TestCase):
+class TestDebianDatabases(base.TestCase):
     """The real pci.ids of Debian bookworm, trixie and sid."""
 
     def test_versions(self):
@@ -589,7 +590,7 @@ def debian_12_databases(test: testtools.TestCase) -> list[str]:
     return found
 
 
-class DebianTwelveHosts(testtools.TestCase):
+class DebianTwelveHosts(base.TestCase):
     """Whole hosts read from sysfs, named from Debian 12's database."""
 
     def databases(self) -> list[str]:
@@ -755,7 +756,7 @@ class BrandedNvml(test_module_ids.FakeNvml):
         return self.brand_of[handle]
 
 
-class TestNvmlBrands(testtools.TestCase):
+class TestNvmlBrands(base.TestCase):
 
     def test_brands_by_address(self):
         gpus = fm_tests.GPUS

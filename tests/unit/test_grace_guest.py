@@ -25,7 +25,6 @@ BARs; and one-line refusals where the stack is too old.
 import dataclasses
 
 from lxml import etree
-import testtools
 
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import grace_cells
@@ -36,6 +35,7 @@ from nova_gpu_p2p.guest import plan as plan_mod
 from nova_gpu_p2p.topology import grace
 from tests.fixtures import grace_guest
 from tests.fixtures import hosts
+from tests.unit import base
 
 GiB = 1 << 30
 P2P = libvirt_config.GPU_P2P_NS
@@ -48,7 +48,7 @@ def host_distance(name: str, a: int, b: int) -> int:
     return nodes[a].distances[b]
 
 
-class TestGracePlan(testtools.TestCase):
+class TestGracePlan(base.TestCase):
 
     def test_gh200_eight_cells_after_novas(self):
         _, plan = grace_guest.plan('gh200', [GH200], (0,))
@@ -152,7 +152,7 @@ class TestGracePlan(testtools.TestCase):
         self.assertEqual((), plan.grace.cells)
 
 
-class TestGraceXML(testtools.TestCase):
+class TestGraceXML(base.TestCase):
 
     def test_hostdev_acpi_nodeset_and_empty_cells(self):
         root = etree.fromstring(grace_guest.domain_xml(

@@ -22,8 +22,6 @@ import dataclasses
 import json
 import os
 
-import testtools
-
 from nova_gpu_p2p.checks import versions
 from nova_gpu_p2p.checks import vfio
 from nova_gpu_p2p.topology import capture
@@ -32,13 +30,14 @@ from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_cli
 from tests.unit import test_corpus
 
 GiB = 1 << 30
 
 
-class TestGraceDiscovery(testtools.TestCase):
+class TestGraceDiscovery(base.TestCase):
 
     def check(self, name: str, topology: model.HostTopology) -> None:
         case = hosts.GRACE_CASES[name]
@@ -151,7 +150,7 @@ class TestGraceCommands(test_cli.CLITestCase):
                          grace.discover(capture.load(path)))
 
 
-class TestGraceBindings(testtools.TestCase):
+class TestGraceBindings(base.TestCase):
 
     def test_variant_driver_is_ready_vfio_pci_is_not(self):
         topology = test_corpus.discover('gh200')
@@ -168,7 +167,7 @@ class TestGraceBindings(testtools.TestCase):
                       'nvgrace_gpu_vfio_pci', checks[0].fix)
 
 
-class TestGraceStack(testtools.TestCase):
+class TestGraceStack(base.TestCase):
     """A Grace host with libvirt or QEMU too old for generic initiators."""
 
     def test_check_fails_and_no_numa_affinity_trait(self):

@@ -23,6 +23,7 @@ read the way NCCL's ncclTopoSetPaths computes it.
 
 import base64
 import contextlib
+import importlib.metadata
 import io
 import json
 import os
@@ -32,7 +33,6 @@ from unittest import mock
 from xml.etree import ElementTree
 
 import fixtures
-import testtools
 
 from lab import nccl_paths
 from nova_gpu_p2p.guest import devices
@@ -52,6 +52,7 @@ from nova_gpu_p2p_guest import nccl_xml
 from tests.fixtures import deadline
 from tests.fixtures import guest_sysfs
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_corpus
 from tests.unit import test_guest_plan as tgp
 
@@ -108,7 +109,7 @@ def nccl_classes(description, addresses, sysfs_root, xml_text):
     return {tuple(sorted(pair)): cls for pair, cls in found.items()}
 
 
-class AgentBase(testtools.TestCase):
+class AgentBase(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -537,7 +538,7 @@ class TestHostileFiles(HandMadeBase):
         self.assertRefused(cpuinfo, 'not a regular file')
 
 
-class TestTree(testtools.TestCase):
+class TestTree(base.TestCase):
 
     def description(self, switches, pairs, nodes=None):
         count = len(switches)
@@ -588,7 +589,7 @@ class TestTree(testtools.TestCase):
                          '0000:fb:00.0, the host PHB\n', err.getvalue())
 
 
-class TestEnvLevels(testtools.TestCase):
+class TestEnvLevels(base.TestCase):
 
     def test_no_level_when_the_host_mixes(self):
         description = corpus_description('acs-redirect-switch')
@@ -611,7 +612,7 @@ class TestEnvLevels(testtools.TestCase):
                          nccl_env.env_lines(description, '/x'))
 
 
-class TestCpuAndModule(testtools.TestCase):
+class TestCpuAndModule(base.TestCase):
 
     def cpu_type(self, text):
         root = self.useFixture(fixtures.TempDir()).path
@@ -696,3 +697,24 @@ class TestOutputToAStream(AgentBase):
         self.assertEqual('sent the NCCL topology of 3 GPUs and 1 NIC to %s '
                          '(a pipe or device: no file written)\n'
                          % self.output, out)
+
+
+class TestVersion(base.TestCase):
+
+    def test_version_is_the_installed_distributions(self):
+        out = io.StringIO()
+        with mock.patch('sys.stdout', out):
+            exc = self.assertRaises(SystemExit, cli.main, ['--version'])
+        self.assertEqual(0, exc.code)
+        self.assertEqual('nova-gpu-p2p-guest %s\n'
+                         % importlib.metadata.version('nova-gpu-p2p-guest'),
+                         out.getvalue())
+
+    def test_not_installed(self):
+        out = io.StringIO()
+        with mock.patch('importlib.metadata.version', side_effect=(
+                importlib.metadata.PackageNotFoundError('x'))), \
+                mock.patch('sys.stdout', out):
+            self.assertRaises(SystemExit, cli.main, ['--version'])
+        self.assertEqual('nova-gpu-p2p-guest unknown (not installed: run '
+                         'from a source tree)\n', out.getvalue())

@@ -31,7 +31,6 @@ import subprocess
 import sys
 
 import fixtures
-import testtools
 import yaml
 
 from nova_gpu_p2p.guest import topology_description as td
@@ -41,6 +40,7 @@ from nova_gpu_p2p_guest import fw_cfg
 import tests
 from tests.fixtures import fake_cuda
 from tests.fixtures import guest_sysfs
+from tests.unit import base
 from tests.unit import test_guest_agent
 
 PYTHON38 = '/root/.pyenv/versions/3.8.18/bin/python3.8'
@@ -90,7 +90,7 @@ def has_annotations(tree):
     return False
 
 
-class TestStandalone(testtools.TestCase):
+class TestStandalone(base.TestCase):
     """Standard library only, Python 3.8: what a guest image has."""
 
     def test_imports_standard_library_and_its_own_modules_only(self):
@@ -197,7 +197,7 @@ class TestStandalone(testtools.TestCase):
                       getattr(importlib.import_module(module), function))
 
 
-class TestShippedFiles(testtools.TestCase):
+class TestShippedFiles(base.TestCase):
     """The systemd unit, the cloud-init snippet and the docs agree."""
 
     def setUp(self):
@@ -268,7 +268,8 @@ class TestShippedFiles(testtools.TestCase):
         commands = [a for a in parser._actions
                     if isinstance(a, argparse._SubParsersAction)][0].choices
         found = []
-        for name in ('cli.rst', 'tenant-guide.rst', 'install.rst'):
+        for name in ('cli-guest-agent.rst', 'tenant-guide.rst',
+                     'install.rst'):
             with open(os.path.join(tests.ROOT, 'doc', 'source', name),
                       encoding='utf-8') as f:
                 text = f.read()
@@ -285,7 +286,7 @@ class TestShippedFiles(testtools.TestCase):
         self.assertEqual([], found)
 
 
-class TestContract(testtools.TestCase):
+class TestContract(base.TestCase):
     """The agent keeps its own copy of the driver's names (stdlib only)."""
 
     def test_same_entry_and_version_as_the_driver(self):

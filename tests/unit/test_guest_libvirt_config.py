@@ -17,15 +17,15 @@
 
 from lxml import etree
 from nova.virt.libvirt import config as vconfig
-import testtools
 
 from nova_gpu_p2p.guest import libvirt_config as lc
+from tests.unit import base
 from tests.unit import test_nova_guest
 
 QEMU = '{http://libvirt.org/schemas/domain/qemu/1.0}'
 
 
-class TestGuestAddress(testtools.TestCase):
+class TestGuestAddress(base.TestCase):
 
     def test_format(self):
         dom = lc.guest_address(bus=5, slot=0).format_dom()
@@ -43,7 +43,7 @@ class TestGuestAddress(testtools.TestCase):
         self.assertEqual('0x7', dom.get('function'))
 
 
-class TestPCIeExpanderBus(testtools.TestCase):
+class TestPCIeExpanderBus(base.TestCase):
 
     def test_format(self):
         dom = lc.PCIeExpanderBus(index=3, bus_nr=254, node=1).format_dom()
@@ -66,7 +66,7 @@ class TestPCIeExpanderBus(testtools.TestCase):
                               vconfig.LibvirtConfigGuestController)
 
 
-class TestPCIeRootPort(testtools.TestCase):
+class TestPCIeRootPort(base.TestCase):
 
     def test_format(self):
         port = lc.PCIeRootPort(4, lc.guest_address(bus=3, slot=1))
@@ -84,7 +84,7 @@ class TestPCIeRootPort(testtools.TestCase):
             vconfig.LibvirtConfigGuestPCIeRootPortController)
 
 
-class TestPCIeRootController(testtools.TestCase):
+class TestPCIeRootController(base.TestCase):
 
     def test_built_without_hole(self):
         nova = vconfig.LibvirtConfigGuestPCIeRootController()
@@ -120,7 +120,7 @@ def nova_hostdev(domain='0000', bus='03', slot='00', function='0'):
     return test_nova_guest.hostdev(domain, bus, slot, function)
 
 
-class TestHostdevPCI(testtools.TestCase):
+class TestHostdevPCI(base.TestCase):
 
     def test_from_nova_keeps_nova_attributes(self):
         nova = nova_hostdev()
@@ -194,7 +194,7 @@ class TestHostdevPCI(testtools.TestCase):
         self.assertEqual('hostdev0', dom.find('alias').get('name'))
 
 
-class TestHostdevInterface(testtools.TestCase):
+class TestHostdevInterface(base.TestCase):
 
     def nova_interface(self):
         interface = vconfig.LibvirtConfigGuestInterface()
@@ -225,7 +225,7 @@ class TestHostdevInterface(testtools.TestCase):
         self.assertEqual('address', dom[-1].tag)
 
 
-class TestNUMACell(testtools.TestCase):
+class TestNUMACell(base.TestCase):
 
     def nova_cell(self, cell_id=0):
         cell = vconfig.LibvirtConfigGuestCPUNUMACell()
@@ -258,7 +258,7 @@ class TestNUMACell(testtools.TestCase):
         self.assertIsNone(cell.format_dom().find('distances'))
 
 
-class TestRebuilt(testtools.TestCase):
+class TestRebuilt(base.TestCase):
 
     def test_new_object_same_fields(self):
         nova = vconfig.LibvirtConfigGuestCPU()
@@ -273,7 +273,7 @@ class TestRebuilt(testtools.TestCase):
                          etree.tostring(built.format_dom()))
 
 
-class TestQemu(testtools.TestCase):
+class TestQemu(base.TestCase):
 
     def test_property(self):
         dom = lc.QemuProperty('x-foo', 'unsigned', '3').format_dom()
@@ -325,7 +325,7 @@ def nova_guest():
     return guest
 
 
-class TestGuest(testtools.TestCase):
+class TestGuest(base.TestCase):
 
     def test_from_nova_keeps_everything(self):
         nova = nova_guest()

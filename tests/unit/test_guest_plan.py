@@ -27,8 +27,6 @@ The host (two sockets):
 
 import dataclasses
 
-import testtools
-
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import expander_buses
@@ -37,6 +35,7 @@ from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as host_cliques
 from nova_gpu_p2p.topology import host_gpus as host_gpus_mod
 from nova_gpu_p2p.topology import model
+from tests.unit import base
 from tests.unit import test_corpus
 
 make_conf = test_corpus.make_conf
@@ -132,7 +131,7 @@ def facts(**changes):
     return plan.GuestFacts(**values)
 
 
-class DecideBase(testtools.TestCase):
+class DecideBase(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -867,7 +866,7 @@ class TestDistances(DecideBase):
         self.assertTrue(changes_guest(result))
 
 
-class TestOptionsFromConf(testtools.TestCase):
+class TestOptionsFromConf(base.TestCase):
 
     def test_defaults(self):
         self.assertEqual(plan.Options(),
@@ -885,7 +884,7 @@ class TestOptionsFromConf(testtools.TestCase):
             options)
 
 
-class TestGuestFacts(testtools.TestCase):
+class TestGuestFacts(base.TestCase):
 
     def test_guest_cell_of(self):
         self.assertEqual({3: 0, 1: 1},

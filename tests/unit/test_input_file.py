@@ -22,7 +22,6 @@ test bounded in time so that a regression fails rather than hangs.
 import os
 
 import fixtures
-import testtools
 
 from nova_gpu_p2p.checks import fabric as fabric_checks
 from nova_gpu_p2p import exception
@@ -32,11 +31,12 @@ from nova_gpu_p2p.topology import static
 from nova_gpu_p2p.topology import sysfs
 from nova_gpu_p2p_guest import input_file
 from tests.fixtures import deadline
+from tests.unit import base
 
 ZERO = '/dev/zero'
 
 
-class TestInputFile(testtools.TestCase):
+class TestInputFile(base.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -18,11 +18,10 @@ Host groupings are written by hand as topology.cliques.Cliques values;
 the expected IDs and messages follow the module docstring.
 """
 
-import testtools
-
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import instance_cliques as cliques
 from nova_gpu_p2p.topology import host_cliques as host_cliques
+from tests.unit import base
 
 A = '0000:03:00.0'
 B = '0000:04:00.0'
@@ -74,7 +73,7 @@ class LinkRecorder:
 TWO_PAIRS = host((A, B), (C, D))
 
 
-class TestNone(testtools.TestCase):
+class TestNone(base.TestCase):
 
     def test_none_gives_no_ids(self):
         result = cliques.plan(NONE, [A, B], TWO_PAIRS, sys_link, 'PXB')
@@ -93,7 +92,7 @@ class TestNone(testtools.TestCase):
         self.assertEqual(cliques.CliquePlan(), result)
 
 
-class TestEmpty(testtools.TestCase):
+class TestEmpty(base.TestCase):
 
     def test_auto_without_gpus(self):
         self.assertEqual(cliques.CliquePlan(),
@@ -117,7 +116,7 @@ class TestEmpty(testtools.TestCase):
                       result.warnings[0])
 
 
-class TestAuto(testtools.TestCase):
+class TestAuto(base.TestCase):
 
     def test_pair_in_one_group_gets_zero(self):
         result = cliques.plan(AUTO, [A, B], TWO_PAIRS, sys_link, 'PXB')
@@ -234,7 +233,7 @@ class TestAuto(testtools.TestCase):
         self.assertEqual({B: 0, D: 0}, result.ids)
 
 
-class TestRequired(testtools.TestCase):
+class TestRequired(base.TestCase):
 
     def test_one_group_accepted(self):
         result = cliques.plan(REQUIRED, [B, A], TWO_PAIRS, sys_link, 'PXB')
@@ -305,7 +304,7 @@ class TestRequired(testtools.TestCase):
         self.assertEqual((), result.warnings)
 
 
-class TestFixed(testtools.TestCase):
+class TestFixed(base.TestCase):
 
     def test_agreeing_topology_no_warning(self):
         result = cliques.plan(fixed(7), [A, B], TWO_PAIRS, sys_link, 'PXB')

@@ -12,11 +12,10 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-import testtools
-
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
+from tests.unit import base
 
 PT = model.PortType
 
@@ -56,7 +55,7 @@ class Tree:
         return model.HostTopology(functions=dict(self.functions), **kw)
 
 
-class TestPCIeClass(testtools.TestCase):
+class TestPCIeClass(base.TestCase):
 
     def test_same_switch_is_pix(self):
         t = Tree()
@@ -116,7 +115,7 @@ class TestPCIeClass(testtools.TestCase):
         self.assertLess(lc.LinkClass.PIX, lc.LinkClass.PXB)
 
 
-class TestACS(testtools.TestCase):
+class TestACS(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -162,7 +161,7 @@ class TestACS(testtools.TestCase):
                       lc.effective_class(t.topology(), a, b))
 
 
-class TestAcsStates(testtools.TestCase):
+class TestAcsStates(base.TestCase):
     """One row per ACS state of the first port of a two-port switch."""
 
     #: (what, its Acs, acs_known, class under route, why it routes).
@@ -235,7 +234,7 @@ class TestAcsStates(testtools.TestCase):
         self.assertEqual(0x2c, model.Acs.REDIRECT_BITS)
 
 
-class TestOverrides(testtools.TestCase):
+class TestOverrides(base.TestCase):
 
     def test_nvlink_is_nv(self):
         t = Tree()
@@ -254,7 +253,7 @@ class TestOverrides(testtools.TestCase):
         self.assertFalse(lc.p2p_capable(topology, a, b, lc.LinkClass.SYS))
 
 
-class TestCliques(testtools.TestCase):
+class TestCliques(base.TestCase):
 
     def two_switches(self):
         t = Tree()

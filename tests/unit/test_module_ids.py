@@ -21,12 +21,12 @@ import sys
 from unittest import mock
 
 import fixtures
-import testtools
 
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import module_ids
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_nvml_backend
 
 #: GPU address -> module ID on the HGX corpus host.
@@ -60,7 +60,7 @@ def on_nvidia(*addresses):
     return {address: ADDRESS_MODULES[address] for address in addresses}
 
 
-class NvmlTestCase(testtools.TestCase):
+class NvmlTestCase(base.TestCase):
 
     def nvml(self, fake):
         self.useFixture(fixtures.MockPatchObject(sys, 'modules', dict(
@@ -117,7 +117,7 @@ class TestReadNvml(NvmlTestCase):
         self.assertEqual(1, fake.shutdowns)
 
 
-class FileTestCase(testtools.TestCase):
+class FileTestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -263,7 +263,7 @@ class TestPartitionTable(FileTestCase):
             self.assertEqual('{"module_ids": {', f.read())
 
 
-class TestMerge(testtools.TestCase):
+class TestMerge(base.TestCase):
 
     def test_nvml_and_kept_agree(self):
         self.assertEqual((ADDRESS_MODULES, ()), module_ids.merge(

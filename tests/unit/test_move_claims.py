@@ -15,12 +15,12 @@
 """Moves whose claim ignores placement: which, what Nova claims, verdict."""
 
 from nova.compute import task_states
-import testtools
 
 from nova_gpu_p2p.scheduler import move_claims as mc
+from tests.unit import base
 
 
-class IgnoresPlacementTest(testtools.TestCase):
+class IgnoresPlacementTest(base.TestCase):
 
     def test_task_states_are_novas(self):
         self.assertEqual(task_states.RESIZE_PREP, mc.RESIZE_PREP)
@@ -52,7 +52,7 @@ class IgnoresPlacementTest(testtools.TestCase):
         self.assertTrue(mc.ignores_placement(mc.UNSHELVING, ['a'], None))
 
 
-class ClaimedTest(testtools.TestCase):
+class ClaimedTest(base.TestCase):
 
     def test_providers_whose_count_dropped(self):
         self.assertEqual(['g1', 'g2'], mc.claimed(
@@ -68,7 +68,7 @@ class ClaimedTest(testtools.TestCase):
         self.assertEqual([], mc.claimed({'g0': 1, 'g1': 0}, {'g0': 1}))
 
 
-class MatchingTest(testtools.TestCase):
+class MatchingTest(base.TestCase):
 
     def test_exactly_the_claim_in_any_order(self):
         taken = [['g0', 'g1'], ['g1', 'g0'], ['g0', 'g2'], ['g0'],
@@ -80,7 +80,7 @@ class MatchingTest(testtools.TestCase):
                                            ['vf', 'vf']))
 
 
-class JudgeTest(testtools.TestCase):
+class JudgeTest(base.TestCase):
 
     claim = ['g0', 'g1']
 

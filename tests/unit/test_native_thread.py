@@ -31,7 +31,6 @@ import fixtures
 from nova import conf as nova_conf
 from nova.tests import fixtures as nova_fixtures
 from oslo_config import fixture as config_fixture
-import testtools
 
 from nova_gpu_p2p import driver
 from nova_gpu_p2p import native_thread
@@ -39,6 +38,7 @@ from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import model
 import tests
+from tests.unit import base
 
 #: Runs in a child interpreter: under eventlet, a job busy for BUSY_S in
 #: run()'s native thread, calls handed back to the hub, and the longest
@@ -98,7 +98,7 @@ print(json.dumps(found))
 '''
 
 
-class TestNativeThread(testtools.TestCase):
+class TestNativeThread(base.TestCase):
 
     def test_without_eventlet_both_just_call(self):
         self.useFixture(fixtures.MockPatchObject(
@@ -131,7 +131,7 @@ class TestNativeThread(testtools.TestCase):
         self.assertLess(found['native_gap'], busy / 2)
 
 
-class TestRefreshHostGpus(testtools.TestCase):
+class TestRefreshHostGpus(base.TestCase):
     """The driver's periodic discovery, through :mod:`native_thread`."""
 
     def setUp(self):

@@ -23,11 +23,11 @@ import itertools
 import os
 
 import fixtures
-import testtools
 
 from lab import nccl_paths
 from nova_gpu_p2p.topology import link_class as lc
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_corpus
 
 GPU_CLASS, NIC_CLASS, BRIDGE = '0x030200', '0x020000', '0x060400'
@@ -95,7 +95,7 @@ E, M, R, F, G = ('0000:0c:00.0', '0000:0d:00.0', '0000:00:05.0',
 NUMA = {'pci0000:00': 0, 'pci0000:40': 0, 'pci0000:80': 1}
 
 
-class TestSysfs(testtools.TestCase):
+class TestSysfs(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -189,7 +189,7 @@ def system(*cpus: tuple[int, str]) -> str:
         '<cpu numaid="%d">%s</cpu>' % cpu for cpu in cpus)
 
 
-class TestXml(testtools.TestCase):
+class TestXml(base.TestCase):
 
     def test_classes_from_the_file(self):
         text = system(
@@ -282,7 +282,7 @@ class TestXml(testtools.TestCase):
 
 
 @hosts.add_host_tests
-class TestCorpusHosts(testtools.TestCase):
+class TestCorpusHosts(base.TestCase):
     """On every corpus host's tree, NCCL's classes are ours, NODE as PHB.
 
     ACS is out of NCCL's view, so ours without ACS (``acs_policy =

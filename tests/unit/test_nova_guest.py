@@ -25,7 +25,6 @@ from lxml import etree
 from nova import objects
 from nova.virt.libvirt import config as vconfig
 from oslo_utils import units
-import testtools
 
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.guest import devices
@@ -36,6 +35,7 @@ from nova_gpu_p2p.guest import nova_guest
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.guest import plan as plan_mod
 from nova_gpu_p2p.topology import model
+from tests.unit import base
 
 GiB = 1 << 30
 QEMU = '{http://libvirt.org/schemas/domain/qemu/1.0}'
@@ -86,7 +86,7 @@ def topology():
     return model.HostTopology(functions={x.address: x for x in functions})
 
 
-class NovaGuestBase(testtools.TestCase):
+class NovaGuestBase(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -562,7 +562,7 @@ class TestApply(NovaGuestBase):
         self.assertEqual(QEMU + 'override', dom[-1].tag)
 
 
-class TestHostdevAddresses(testtools.TestCase):
+class TestHostdevAddresses(base.TestCase):
 
     def test_pci_hostdevs_only(self):
         xml = ("<domain><devices>"
@@ -585,7 +585,7 @@ class TestHostdevAddresses(testtools.TestCase):
         self.assertEqual((), nova_guest.hostdev_addresses('<domain/>'))
 
 
-class TestMetadata(testtools.TestCase):
+class TestMetadata(base.TestCase):
 
     def plan(self, **kwargs):
         devs = (

@@ -28,17 +28,17 @@ from nova import objects
 from nova.virt.libvirt import config as vconfig
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import cfg
-import testtools
 
 from nova_gpu_p2p import driver
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p import nova_signatures
+from tests.unit import base
 
 PREFIX = 'nova-gpu-p2p does not support this Nova release: '
 
 
-class TestNovaHooks(testtools.TestCase):
+class TestNovaHooks(base.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -15,10 +15,9 @@
 
 """Guest NUMA distances copied from the host SLIT."""
 
-import testtools
-
 from nova_gpu_p2p.guest import numa_distances
 from nova_gpu_p2p.topology import model
+from tests.unit import base
 
 
 def node(node_id, *distances):
@@ -34,7 +33,7 @@ FOUR = (
 )
 
 
-class TestGuestDistances(testtools.TestCase):
+class TestGuestDistances(base.TestCase):
 
     def test_two_cells_identity_mapping(self):
         host = (node(0, 10, 21), node(1, 21, 10))

@@ -25,15 +25,15 @@ import os
 from unittest import mock
 
 import fixtures
-import testtools
 
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import nvfm
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
+from tests.unit import base
 
 
-class FabricManagerTest(testtools.TestCase):
+class FabricManagerTest(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -243,7 +243,7 @@ class FabricManagerTest(testtools.TestCase):
             self.assertEqual(15, len(fm.partitions()))
 
 
-class VersionTest(testtools.TestCase):
+class VersionTest(base.TestCase):
     """The version words: what nv_fm_types.h makes of its structs."""
 
     def setUp(self):
@@ -352,7 +352,7 @@ class VersionTest(testtools.TestCase):
                                        ctypes.byref(handle)))
 
 
-class LibraryTest(testtools.TestCase):
+class LibraryTest(base.TestCase):
 
     def test_missing_library_names_the_path(self):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
@@ -373,7 +373,7 @@ class LibraryTest(testtools.TestCase):
         self.assertIn('not in libc.so.6', str(e))
 
 
-class ErrorTest(testtools.TestCase):
+class ErrorTest(base.TestCase):
 
     def test_each_status_has_its_class_and_message(self):
         for status, cls in (
@@ -419,7 +419,7 @@ class ErrorTest(testtools.TestCase):
                          nvfm.STATUS_NAMES[-29])
 
 
-class AnswerBoundsTest(testtools.TestCase):
+class AnswerBoundsTest(base.TestCase):
     """A broken or hostile answer is refused, never clamped."""
 
     def answer(self, count: int, gpus: int = 1,

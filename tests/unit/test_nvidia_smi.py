@@ -14,17 +14,16 @@
 
 import textwrap
 
-import testtools
-
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import nvidia_smi
+from tests.unit import base
 
 
 def parse(text: str, count: int = 4) -> dict[tuple[int, int], bool]:
     return nvidia_smi.parse_p2p(textwrap.dedent(text), count)
 
 
-class TestParseP2P(testtools.TestCase):
+class TestParseP2P(base.TestCase):
 
     def test_two_cliques(self):
         self.assertEqual(
@@ -69,7 +68,7 @@ class TestParseP2P(testtools.TestCase):
         self.assertEqual({}, parse('GPU0\nGPU0 X\n', count=1))
 
 
-class TestParseP2PErrors(testtools.TestCase):
+class TestParseP2PErrors(base.TestCase):
 
     def assertError(self, text: str, line: int, *words: str) -> str:
         exc = self.assertRaises(exception.NvidiaSmiMatrixError,

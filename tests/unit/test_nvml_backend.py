@@ -24,13 +24,12 @@ import sys
 import types
 from unittest import mock
 
-import testtools
-
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import nvml
 from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import hosts
+from tests.unit import base
 from tests.unit import test_corpus
 
 HGX = 'hgx-8gpu-nvswitch-2numa'
@@ -134,7 +133,7 @@ def pair(a: str, b: str) -> frozenset[str]:
     return frozenset((a, b))
 
 
-class TestNvmlBackend(testtools.TestCase):
+class TestNvmlBackend(base.TestCase):
 
     def discover(self, fake):
         backend = nvml.NvmlBackend(
@@ -236,7 +235,7 @@ class TestNvmlBackend(testtools.TestCase):
         self.assertSysfsOnly(self.discover(None), 'pynvml')
 
 
-class TestBusId(testtools.TestCase):
+class TestBusId(base.TestCase):
 
     def test_nvml_spellings(self):
         for bus in (b'00000000:8A:00.0', '00000000:8a:00.0', '0000:8a:00.0'):

@@ -12,12 +12,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-import testtools
-
 from nova_gpu_p2p import outage
+from tests.unit import base
 
 
-class TestOutages(testtools.TestCase):
+class TestOutages(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -51,7 +50,7 @@ class TestOutages(testtools.TestCase):
         self.assertFalse(self.outages.first_report('a'))
 
 
-class TestRetry(testtools.TestCase):
+class TestRetry(base.TestCase):
 
     def setUp(self):
         super().setUp()

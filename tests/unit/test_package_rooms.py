@@ -23,7 +23,8 @@ import ast
 import pathlib
 
 import fixtures
-import testtools
+
+from tests.unit import base
 
 PACKAGE = 'nova_gpu_p2p'
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -153,7 +154,7 @@ def _within(found: set[str], prefixes) -> list[str]:
                   if name == prefix or name.startswith(prefix + '.'))
 
 
-class TestRooms(testtools.TestCase):
+class TestRooms(base.TestCase):
 
     graph = import_graph()
 
@@ -177,7 +178,7 @@ class TestRooms(testtools.TestCase):
             reachable(self.graph, ['nova_gpu_p2p.guest.plan']), LOADERS))
 
 
-class TestTheChecksCanFail(testtools.TestCase):
+class TestTheChecksCanFail(base.TestCase):
     """The rules above catch what they are for, on a made-up package."""
 
     def package(self, files: dict[str, str]) -> dict[str, set[str]]:

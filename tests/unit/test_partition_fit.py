@@ -20,12 +20,11 @@ pools, a used GPU is not there at all.
 
 import itertools
 
-import testtools
-
 from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.scheduler import partition_fit
 from tests.fixtures import fake_fm
+from tests.unit import base
 
 H100 = fake_fm.H100_PARTITIONS
 B200 = fake_fm.B200_PARTITIONS
@@ -54,7 +53,7 @@ def _best(gpus, count):
     return _modules(candidates[fits[0].index]), fits[0].leftover
 
 
-class TestFit(testtools.TestCase):
+class TestFit(base.TestCase):
 
     def test_exactly_the_partitions_fit_whatever_is_used(self):
         """Every used set, every request size, every set of free GPUs."""
@@ -127,7 +126,7 @@ class TestFit(testtools.TestCase):
                          partition_fit.free_per_partition(gpus.values()))
 
 
-class TestBestFit(testtools.TestCase):
+class TestBestFit(base.TestCase):
 
     def test_pairs_fill_a_half_before_breaking_the_other(self):
         used = ()

@@ -12,12 +12,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-import testtools
-
 from nova_gpu_p2p import pci_address
+from tests.unit import base
 
 
-class TestNormalize(testtools.TestCase):
+class TestNormalize(base.TestCase):
 
     def test_forms(self):
         for text, expected in (
@@ -36,7 +35,7 @@ class TestNormalize(testtools.TestCase):
             self.assertIn('dddd:bb:ss.f', str(exc))
 
 
-class TestOtherSpellings(testtools.TestCase):
+class TestOtherSpellings(base.TestCase):
 
     def test_is_sysfs(self):
         self.assertTrue(pci_address.is_sysfs('0000:8a:00.1'))

@@ -21,12 +21,11 @@ vanished ones return garbage, so these inputs are made by hand.
 
 import struct
 
-import testtools
-
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import pci_config
 from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import sysfs_builder as b
+from tests.unit import base
 
 PM_CAP_ID = 0x01
 MSI_CAP_ID = 0x05
@@ -67,7 +66,7 @@ def downstream_port() -> bytearray:
     return pcie(b.PCIE_DOWNSTREAM)
 
 
-class TestPortType(testtools.TestCase):
+class TestPortType(base.TestCase):
 
     def test_port_types(self):
         for raw, expected in ((b.PCIE_ENDPOINT, model.PortType.ENDPOINT),
@@ -120,7 +119,7 @@ class TestPortType(testtools.TestCase):
         self.assertIsNone(pci_config.acs(data))
 
 
-class TestAcs(testtools.TestCase):
+class TestAcs(base.TestCase):
 
     def test_aer_then_acs(self):
         data = downstream_port()
@@ -168,7 +167,7 @@ class TestAcs(testtools.TestCase):
         self.assertIsNone(pci_config.acs(data))
 
 
-class TestGarbage(testtools.TestCase):
+class TestGarbage(base.TestCase):
 
     def test_short_data(self):
         data = bytes(downstream_port()[:b.UNPRIVILEGED_CONFIG_SIZE])
@@ -195,7 +194,7 @@ class TestGarbage(testtools.TestCase):
         self.assertTrue(pci_config.answered(bytes(downstream_port())))
 
 
-class TestCpulist(testtools.TestCase):
+class TestCpulist(base.TestCase):
 
     def test_parse_cpulist(self):
         self.assertEqual(frozenset({0, 1, 2, 3, 8, 10, 11}),
@@ -225,7 +224,7 @@ def resource(*lines: tuple[int, int, int]) -> str:
     return ''.join('0x%016x 0x%016x 0x%016x\n' % line for line in lines)
 
 
-class TestBars64(testtools.TestCase):
+class TestBars64(base.TestCase):
 
     def test_only_64_bit_memory_bars(self):
         unused = (0, 0, 0)

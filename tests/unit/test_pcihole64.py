@@ -20,16 +20,15 @@ measured with QEMU 10.0 (SPEC: a 1 TiB hole with 40 phys-bits ends at
 0x1ffffffffff and the guest does not start).
 """
 
-import testtools
-
 from nova_gpu_p2p.guest import pcihole64
+from tests.unit import base
 
 GiB = 1 << 30
 TiB = 1 << 40
 MiB = 1 << 20
 
 
-class TestNeeded(testtools.TestCase):
+class TestNeeded(base.TestCase):
 
     def test_no_bars(self):
         self.assertEqual(0, pcihole64.needed(()))
@@ -64,7 +63,7 @@ class TestNeeded(testtools.TestCase):
             (32 * GiB, 16 * GiB, 8 * GiB, 8 * GiB)))
 
 
-class TestHoleEnd(testtools.TestCase):
+class TestHoleEnd(base.TestCase):
 
     def test_measured_fact_one_tib_small_ram(self):
         # Starts at 4 GiB, aligned up to 1 TiB, ends at 2 TiB.
@@ -104,7 +103,7 @@ class TestHoleEnd(testtools.TestCase):
         self.assertEqual(40, pcihole64.min_phys_bits(512 * GiB, 16 * GiB))
 
 
-class TestPlan(testtools.TestCase):
+class TestPlan(base.TestCase):
 
     def test_auto_no_bars(self):
         hole = pcihole64.plan('auto', (), 16 * GiB, 40)
@@ -204,7 +203,7 @@ class TestPlan(testtools.TestCase):
         self.assertIn('hw:maxphysaddr_bits=43', hole.problem)
 
 
-class TestOptionConsumers(testtools.TestCase):
+class TestOptionConsumers(base.TestCase):
     """Issue 35, item 6: a size QEMU cannot take is refused with the fix."""
 
     def test_explicit_size_smaller_than_the_bars(self):

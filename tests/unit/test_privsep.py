@@ -31,11 +31,11 @@ from unittest import mock
 import fixtures
 from nova import privsep as nova_privsep
 from oslo_utils import importutils
-import testtools
 
 from nova_gpu_p2p import privsep
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
+from tests.unit import base
 from tests.unit import test_cli
 from tests.unit import test_corpus
 
@@ -79,7 +79,7 @@ class Tree(fixtures.Fixture):
         return path
 
 
-class OnATree(testtools.TestCase):
+class OnATree(base.TestCase):
     """``read`` is ``reader`` of a fresh :class:`Tree`."""
 
     reader = staticmethod(privsep.read_config)
@@ -286,7 +286,7 @@ class TestReadConfigs(OnATree):
         self.assertEqual('[]\nTrue\n', loaded)
 
 
-class TestSysfsBackend(testtools.TestCase):
+class TestSysfsBackend(base.TestCase):
     """Which reader the sysfs backend uses, and what it makes of it."""
 
     HOST = 'acs-redirect-switch'

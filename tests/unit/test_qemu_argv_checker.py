@@ -24,10 +24,10 @@ import json
 import shlex
 
 from lxml import etree
-import testtools
 
 from tests.fixtures import libvirt_rules
 from tests.fixtures import qemu_argv
+from tests.unit import base
 
 # Two host nodes: GPUs 03/04 (P2P under one switch) on node 0, root
 # complex pci0000:00, beside NIC 05, whose node firmware does not report
@@ -161,7 +161,7 @@ def edit(xml: str, old: str, new: str) -> str:
     return xml.replace(old, new)
 
 
-class TestArgvChecker(testtools.TestCase):
+class TestArgvChecker(base.TestCase):
     """XML against the -device list libvirt made of it."""
 
     def problems(self, devices: list[dict], xml: str = XML) -> list[str]:
@@ -281,7 +281,7 @@ class TestArgvChecker(testtools.TestCase):
             'hostdev', self.problems(DEVICES, xml))
 
 
-class TestTopologyChecker(testtools.TestCase):
+class TestTopologyChecker(base.TestCase):
     """XML that QEMU would honour faithfully, but that is wrong."""
 
     def problems(self, xml: str = XML, affinity: str = 'required'
@@ -327,7 +327,7 @@ class TestTopologyChecker(testtools.TestCase):
                       self.problems(affinity='none'))
 
 
-class TestCliqueChecker(testtools.TestCase):
+class TestCliqueChecker(base.TestCase):
     """Cliques against the flavor and the host's P2P links."""
 
     def problems(self, clique: str, xml: str = XML) -> list[str]:
@@ -387,7 +387,7 @@ class TestCliqueChecker(testtools.TestCase):
                       self.problems('auto', xml))
 
 
-class TestAdaptForThisHost(testtools.TestCase):
+class TestAdaptForThisHost(base.TestCase):
     """Exactly the two adaptations, nothing the checks read."""
 
     def test_adaptations(self):
@@ -435,7 +435,7 @@ class TestAdaptForThisHost(testtools.TestCase):
                       'of host PCI devices"', driver)
 
 
-class TestLibvirtRules(testtools.TestCase):
+class TestLibvirtRules(base.TestCase):
     """Each measured libvirt release's rules, and those between."""
 
     def test_measured_releases(self):

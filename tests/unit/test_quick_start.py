@@ -12,8 +12,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The README's commands install what tox.ini requires and say where
-``tox -e pkg`` leaves what it builds.
+"""The README's commands come first and install what tox.ini requires;
+the install guide says where ``tox -e pkg`` leaves what it builds.
 
 A tox lacking a plugin tox.ini ``requires`` provisions one of its own
 first, and says so at length on every run.
@@ -25,9 +25,9 @@ import re
 import shlex
 
 from packaging import requirements
-import testtools
 
 import tests
+from tests.unit import base
 
 #: The lines that install tox: the README's and CI's.
 INSTALLERS = ('README.md', os.path.join('.ci', 'run'))
@@ -58,7 +58,7 @@ def pip_installs(text: str) -> list[list[str]]:
     return found
 
 
-class QuickStartTest(testtools.TestCase):
+class QuickStartTest(base.TestCase):
 
     def test_tox_is_installed_with_what_tox_ini_requires(self):
         tox = tox_ini()['tox']
@@ -74,8 +74,18 @@ class QuickStartTest(testtools.TestCase):
                          for r in install}
                 self.assertEqual(wanted, given, path)
 
-    def test_readme_names_where_pkg_builds(self):
+    def test_install_guide_names_where_pkg_builds(self):
         command = tox_ini()['testenv:pkg']['commands']
         dist = re.search(r'--dist (\S+)', command).group(1)
         self.assertEqual('{envdir}/dist', dist)
-        self.assertIn('`.tox/pkg/dist/`', read('README.md'))
+        self.assertIn('``.tox/pkg/dist/``',
+                      read('doc', 'source', 'install.rst'))
+
+    def test_readme_commands_on_the_first_screen(self):
+        """Set-up, demo and unit tests within 40 lines, each on its own."""
+        first = read('README.md').splitlines()[:40]
+        commands = [line.strip() for line in first
+                    if line.startswith('    .venv/bin/tox ')]
+        self.assertIn('.venv/bin/tox -e demo', commands)
+        self.assertIn('.venv/bin/tox -e py3', commands)
+        self.assertTrue(pip_installs('\n'.join(first)))

@@ -28,9 +28,9 @@ import os
 import textwrap
 
 import fixtures
-import testtools
 
 import tests
+from tests.unit import base
 
 PRODUCT = ('nova_gpu_p2p', 'nova')
 LAB = 'lab'
@@ -109,7 +109,7 @@ def problems(root: str, lab: str = LAB) -> list[str]:
     return found
 
 
-class RepoLayoutTest(testtools.TestCase):
+class RepoLayoutTest(base.TestCase):
 
     def test_rooms_import_one_way(self):
         self.assertEqual([], problems(tests.ROOT))

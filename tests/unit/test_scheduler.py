@@ -27,12 +27,12 @@ from nova.pci import stats as pci_stats
 from nova.scheduler import weights
 from nova.tests.unit.scheduler import fakes
 from oslo_config import fixture as config_fixture
-import testtools
 
 from nova_gpu_p2p import driver_stat
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.scheduler import host_view
+from tests.unit import base
 
 CONF = nova_conf.CONF
 ROOT = 'root-rp'
@@ -126,7 +126,7 @@ def _host(name, pools, candidates, aggregates=(),
         'aggregates': list(aggregates), 'uuid': ROOT, 'stats': stats})
 
 
-class _Base(testtools.TestCase):
+class _Base(base.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -609,7 +609,7 @@ class TestMoveFilter(_Base):
         self.assertIn('fails there', self.log.output)
 
 
-class TestInstanceRead(testtools.TestCase):
+class TestInstanceRead(base.TestCase):
     """Where the request's instance cannot be read, it is a build's."""
 
     def test_no_context_or_instance(self):
@@ -722,7 +722,7 @@ class TestWeigher(_Base):
         self.assertIn('could not weigh the GPUs of host', self.log.output)
 
 
-class TestCheckNova(testtools.TestCase):
+class TestCheckNova(base.TestCase):
 
     def test_this_nova_is_accepted(self):
         host_view.check_nova()

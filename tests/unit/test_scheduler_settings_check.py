@@ -14,10 +14,9 @@
 
 """check's scheduler row: settings that measure slow at cloud size."""
 
-import testtools
-
 from nova_gpu_p2p.checks import result
 from nova_gpu_p2p.checks import scheduler_settings as ss
+from tests.unit import base
 
 FIRST = ('ComputeFilter', 'GPUP2PCliqueFilter', 'PciPassthroughFilter',
          'NUMATopologyFilter')
@@ -28,7 +27,7 @@ def row(filters=FIRST, keep=2, results=100):
                                                    results))
 
 
-class TestSchedulerRow(testtools.TestCase):
+class TestSchedulerRow(base.TestCase):
 
     def test_not_a_scheduler_no_row(self):
         self.assertEqual([], row(('ComputeFilter', 'PciPassthroughFilter')))

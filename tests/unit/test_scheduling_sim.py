@@ -18,12 +18,11 @@ On clouds small enough that each policy's outcome can be worked out by
 hand, and its seeded sequence on the corpus cloud.
 """
 
-import testtools
-
 from lab import scheduling_sim as sim
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p import traits
 from tests.fixtures import hosts as corpus
+from tests.unit import base
 
 NOVA, FILTER, BEST_FIT = sim.Policy
 SPREAD, STACK = sim.HostOrder
@@ -52,7 +51,7 @@ def outcomes(hosts, ops, policy, order=SPREAD, **kwargs):
     return sim.replay(hosts, ops, policy, order, **kwargs)
 
 
-class TestPolicies(testtools.TestCase):
+class TestPolicies(base.TestCase):
 
     def test_the_issue_example(self):
         """Free: one GPU of clique A, both of B; a 2-GPU boot comes."""
@@ -174,7 +173,7 @@ class TestPolicies(testtools.TestCase):
         self.assertEqual((8 + 7 + 5 + 3) / 4, found.mean_free)
 
 
-class TestSeededSequence(testtools.TestCase):
+class TestSeededSequence(base.TestCase):
 
     def test_random_ops_are_deterministic(self):
         ops = sim.random_ops(500, 14, 32)

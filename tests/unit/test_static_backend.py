@@ -17,7 +17,6 @@ import textwrap
 
 import fixtures
 from oslo_config import cfg
-import testtools
 
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import exception
@@ -26,6 +25,7 @@ from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import static
 from tests.fixtures import deadline
+from tests.unit import base
 
 FILENAME = '/etc/nova/gpu-topology.yaml'
 A, B, C, D = ('0000:81:00.0', '0000:82:00.0', '0000:c1:00.0',
@@ -49,7 +49,7 @@ FOUR_GPUS = textwrap.dedent('''\
     ''')
 
 
-class TestParse(testtools.TestCase):
+class TestParse(base.TestCase):
 
     def test_matrix(self):
         topology = parse('''\
@@ -209,7 +209,7 @@ class TestParse(testtools.TestCase):
             topology.numa_nodes)
 
 
-class TestParseErrors(testtools.TestCase):
+class TestParseErrors(base.TestCase):
 
     def assertError(self, text: str, line: int, *words: str) -> str:
         exc = self.assertRaises(exception.TopologyError, parse, text)
@@ -469,7 +469,7 @@ class TestParseErrors(testtools.TestCase):
                                         'the numa_nodes ids (0)')
 
 
-class TestModuleIds(testtools.TestCase):
+class TestModuleIds(base.TestCase):
 
     def test_module_ids_of_the_gpus_that_have_one(self):
         text = textwrap.dedent('''\
@@ -506,7 +506,7 @@ class TestModuleIds(testtools.TestCase):
         self.assertEqual(without, with_ids)
 
 
-class TestStaticBackend(testtools.TestCase):
+class TestStaticBackend(base.TestCase):
 
     def backend(self, path: str | None) -> static.StaticBackend:
         opts = cfg.ConfigOpts()

@@ -19,11 +19,11 @@ import json
 import os
 
 import jsonschema
-import testtools
 
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import static_schema
 import tests
+from tests.unit import base
 
 #: The listing doc/source/static-topology.rst includes.
 LISTING = os.path.join(tests.ROOT, 'doc', 'source',
@@ -38,7 +38,7 @@ def subschemas(schema: dict, path: tuple = ()):
         yield from subschemas(schema['items'], path + (0,))
 
 
-class TestSchema(testtools.TestCase):
+class TestSchema(base.TestCase):
 
     def test_valid_draft_2020_12(self):
         jsonschema.Draft202012Validator.check_schema(static_schema.SCHEMA)
@@ -67,7 +67,7 @@ class TestSchema(testtools.TestCase):
             'indent=2) and a newline to it' % LISTING)
 
 
-class TestName(testtools.TestCase):
+class TestName(base.TestCase):
 
     def test_names(self):
         for path, expected in (
@@ -81,7 +81,7 @@ class TestName(testtools.TestCase):
             self.assertEqual(expected, static_schema.name(path))
 
 
-class TestRead(testtools.TestCase):
+class TestRead(base.TestCase):
 
     def test_text_as_typed_with_lines(self):
         document = static_schema.read(

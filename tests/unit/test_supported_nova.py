@@ -22,9 +22,9 @@ import os
 import re
 
 from packaging import requirements
-import testtools
 
 import tests
+from tests.unit import base
 
 #: Where an operator reads which Nova releases are supported.
 DOCS = ('README.md', os.path.join('doc', 'source', 'install.rst'),
@@ -66,7 +66,7 @@ def tested_majors() -> set[int]:
     return found
 
 
-class SupportedNovaTest(testtools.TestCase):
+class SupportedNovaTest(base.TestCase):
 
     def test_series(self):
         self.assertEqual(['2023.1', '2026.1', '2026.2'],

@@ -24,8 +24,6 @@ import os
 import shutil
 from unittest import mock
 
-import testtools
-
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import link_class as lc
 from nova_gpu_p2p.topology import model
@@ -33,6 +31,7 @@ from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import deadline
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder as b
+from tests.unit import base
 from tests.unit import test_corpus
 
 MIXED = 'mixed-vendors-nic'
@@ -43,7 +42,7 @@ PORT_B, GPU_B, AUDIO_B = '0000:02:01.0', '0000:04:00.0', '0000:04:00.1'
 ACS_HOST = 'acs-redirect-switch'
 
 
-class TestDamagedTree(testtools.TestCase):
+class TestDamagedTree(base.TestCase):
 
     def build(self, name: str = MIXED) -> None:
         """A private copy of the host's tree, free to break."""
@@ -195,7 +194,7 @@ class TestDamagedTree(testtools.TestCase):
         self.assertIn('cpulist', finding)
 
 
-class TestCorpusTree(testtools.TestCase):
+class TestCorpusTree(base.TestCase):
     """Reads that need no damage: the shared corpus trees will do."""
 
     def test_unreadable_config(self):

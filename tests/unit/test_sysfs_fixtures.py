@@ -27,10 +27,10 @@ import struct
 import tempfile
 
 import fixtures
-import testtools
 
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder as b
+from tests.unit import base
 
 _ADDRESS = re.compile(r'^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
 _ROOT_COMPLEX = re.compile(r'^pci([0-9a-f]{4}):([0-9a-f]{2})$')
@@ -177,7 +177,7 @@ def _tree_class(functions: dict[str, _Function], a: str, c: str,
     return cls
 
 
-class TestCorpusTrees(testtools.TestCase):
+class TestCorpusTrees(base.TestCase):
     """Every corpus host, built once, read back file by file."""
 
     @classmethod
@@ -515,7 +515,7 @@ class TestCorpusTrees(testtools.TestCase):
         self.assertEqual(16, len(hosts.EXPECTED['large-16gpu-8numa'].gpus))
 
 
-class TestBuild(testtools.TestCase):
+class TestBuild(base.TestCase):
 
     def tmp(self) -> str:
         return self.useFixture(

@@ -20,7 +20,6 @@ import json
 import fixtures
 from lxml import etree
 from nova.virt.libvirt import config as vconfig
-import testtools
 
 from nova_gpu_p2p.guest import devices
 from nova_gpu_p2p.guest import libvirt_config
@@ -28,6 +27,7 @@ from nova_gpu_p2p.guest import plan
 from nova_gpu_p2p.guest import topology_description as td
 from nova_gpu_p2p import min_versions
 from nova_gpu_p2p.topology import discovery
+from tests.unit import base
 from tests.unit import test_corpus
 from tests.unit import test_driver
 from tests.unit import test_guest_plan as tgp
@@ -153,7 +153,7 @@ class TestDescribe(tgp.DecideBase):
             json.loads(base64.b64decode(text)))
 
 
-class TestLargeCorpusHost(testtools.TestCase):
+class TestLargeCorpusHost(base.TestCase):
     """16 GPUs and 8 NICs of a real generated sysfs tree fit the bound."""
 
     def test_sixteen_gpus_eight_nics(self):
@@ -188,7 +188,7 @@ class TestLargeCorpusHost(testtools.TestCase):
                          sorted(d['role'] for d in first))
 
 
-class TestSysinfoFwCfg(testtools.TestCase):
+class TestSysinfoFwCfg(base.TestCase):
 
     def test_xml(self):
         entry = libvirt_config.SysinfoFwCfg({td.ENTRY_NAME: 'eyJ2Ijox'})

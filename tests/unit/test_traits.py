@@ -15,11 +15,11 @@
 """Placement traits, checked against the names written in SPEC.md."""
 
 import os_traits
-import testtools
 
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
+from tests.unit import base
 
 P2P = 'CUSTOM_GPU_P2P'
 C2 = 'CUSTOM_GPU_P2P_CLIQUE_2'
@@ -63,7 +63,7 @@ def _cliques(*sizes, with_ids=True):
     return cliques.Cliques(groups=tuple(groups), ids=ids)
 
 
-class TestNames(testtools.TestCase):
+class TestNames(base.TestCase):
 
     def test_owned_is_exactly_the_spec_list(self):
         self.assertEqual(
@@ -96,7 +96,7 @@ class TestNames(testtools.TestCase):
                          traits.clique_id_trait(15))
 
 
-class TestP2PTraits(testtools.TestCase):
+class TestP2PTraits(base.TestCase):
 
     def traits_for(self, *sizes, nvlink_pairs=frozenset()):
         # The GPUs the pairs name are on the host: NVLink counts only
@@ -182,7 +182,7 @@ class TestP2PTraits(testtools.TestCase):
                         <= traits.OWNED)
 
 
-class TestNumaAffinity(testtools.TestCase):
+class TestNumaAffinity(base.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -31,7 +31,6 @@ import sys
 import termios
 
 import fixtures
-import testtools
 
 from lab import verify_p2p_bench
 from nova_gpu_p2p_guest import cuda
@@ -40,6 +39,7 @@ from nova_gpu_p2p_guest import p2p_probe
 from nova_gpu_p2p_guest import p2p_verify
 from nova_gpu_p2p_guest import watchdog
 from tests.fixtures import fake_cuda
+from tests.unit import base
 from tests.unit import test_guest_agent
 
 TENANT_CONF = 'NCCL_DEBUG=WARN\nNCCL_P2P_DISABLE=0\n'
@@ -67,7 +67,7 @@ def ordered_pairs(gpus: int) -> list:
     return [[a, b] for a in range(gpus) for b in range(gpus) if a != b]
 
 
-class StandInCase(testtools.TestCase):
+class StandInCase(base.TestCase):
     """The command run on the stand-in, and what to check of a run."""
 
     def setUp(self):
@@ -543,7 +543,7 @@ def nccl_reads(text: str) -> dict:
     return found
 
 
-class NcclConfTest(testtools.TestCase):
+class NcclConfTest(base.TestCase):
 
     def test_our_setting_wins_and_our_comments_set_nothing(self):
         text = nccl_conf.disabled(TENANT_CONF.encode(),
@@ -579,7 +579,7 @@ class NcclConfTest(testtools.TestCase):
         self.assertEqual(USER_BYTES, nccl_conf.without_ours(text))
 
 
-class WatchdogLinesTest(testtools.TestCase):
+class WatchdogLinesTest(base.TestCase):
     """Issue 42 item 4: the child's output, read in bounded pieces."""
 
     def test_a_line_without_end_is_dropped_as_it_comes(self):
@@ -593,7 +593,7 @@ class WatchdogLinesTest(testtools.TestCase):
         self.assertEqual([b'{"call": "cuInit"}', event], found)
 
 
-class ConsoleTest(testtools.TestCase):
+class ConsoleTest(base.TestCase):
     """The console may be slow, stopped or planted: never waited on."""
 
     def setUp(self):
@@ -642,7 +642,7 @@ class ConsoleTest(testtools.TestCase):
             self.assertEqual('root:x:\n', f.read())
 
 
-class RotationTest(testtools.TestCase):
+class RotationTest(base.TestCase):
 
     def test_every_pair_its_own_offset(self):
         for size in (1 << 20, 3 << 20, 64 << 20):
@@ -653,7 +653,7 @@ class RotationTest(testtools.TestCase):
             self.assertLess(max(offsets), size)
 
 
-class BindingTest(testtools.TestCase):
+class BindingTest(base.TestCase):
     """What can be checked of the binding and the kernel without a GPU."""
 
     def test_symbols_are_the_ones_cuda_h_calls(self):
@@ -700,7 +700,7 @@ def _cuda_h():
     return None
 
 
-class BenchQuickTest(testtools.TestCase):
+class BenchQuickTest(base.TestCase):
     """lab/verify_p2p_bench.py in its quick mode, as CI runs lab/."""
 
     def test_two_gpus_one_mib_one_round(self):
