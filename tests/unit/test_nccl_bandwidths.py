@@ -309,7 +309,41 @@ class TestWithoutTheAgent(GuestEqualsHost):
         self.assertEqual({('16.0 GT/s PCIe', '16')}, set(in_guest.values()))
 
 
-class TestRootPortLinks(testtools.TestCase):
+class TestRootPortLinks(GuestEqualsHost):
+
+    def plan(self, name, **facts):
+        host = self.host_named(name)
+        nodes = sorted({n.id for n in host.topology.numa_nodes})
+        return plan.decide(
+            tgp.request(clique='auto', numa='preferred'),
+            [devices.describe(a, host.topology) for a in host.gpus],
+            host.gpus_host, tgp.facts(host_node_of_cell=tuple(nodes),
+                                      used_pci_indexes=frozenset({0}),
+                                      phys_bits=52, **facts),
+            plan.Options())
+
+    def test_each_port_at_its_devices_host_link(self):
+        result = self.plan('gen5-cards-in-gen4-slots',
+                           qemu_version=NEW_QEMU)
+        ports = [p.index for bus in result.buses.buses for p in bus.ports]
+        self.assertEqual(4, len(ports))
+        self.assertEqual({i: root_port_links.PortLink('16', '16')
+                          for i in ports}, result.port_links)
+        self.assertEqual((), result.info)
+
+    def test_old_qemu_says_what_it_cannot_show(self):
+        result = self.plan('dual-port-nic', qemu_version=OLD_QEMU)
+        self.assertEqual({'16'}, {link.speed for link
+                                  in result.port_links.values()})
+        self.assertEqual(1, len(result.info), result.info)
+        self.assertIn('32.0 GT/s PCIe x16', result.info[0])
+        self.assertIn('need QEMU 9.2.0', result.info[0])
+
+    def test_none_without_qemu_override(self):
+        result = self.plan('gen5-cards-in-gen4-slots',
+                           libvirt_version=(8, 1, 0))
+        self.assertTrue(result.buses.buses)
+        self.assertEqual({}, result.port_links)
 
     def test_values_qemu_accepts(self):
         link = root_port_links.port_link
