@@ -398,6 +398,32 @@ class GuestBootTest(testtools.TestCase):
         self.assertEqual(entry.text, boot.report.fw_cfg,
                          'the fw_cfg entry read in the guest')
 
+    def assert_root_ports_at_host_links(self, boot: Boot) -> None:
+        """Each stand-in's root port reads the host link in guest sysfs.
+
+        The corpus host's L40S cards are Gen4 x16 on Gen5 root ports: the
+        link NCCL reads on the host is 16 GT/s x16, and the driver sets
+        each guest root port to it (QEMU's own default is x32), so that
+        NCCL and nvidia-smi without the guest agent read the host's.
+        """
+        wanted = guest_domain.port_links(self.nova_xml)
+        self.assertEqual(
+            {p.host_device: {'x-speed': '16', 'x-width': '16'}
+             for p in self.placements}, wanted,
+            'root port overrides in Nova\'s XML')
+        seen = []
+        for placement, function in self.stand_ins(boot).items():
+            port = function.parents[0]
+            link = boot.report.links.get(port)
+            seen.append('%s: root port %s %s' % (placement.host_device, port,
+                                                 link))
+            self.assertEqual(('16.0 GT/s PCIe', '16'),
+                             link[:2] if link else None,
+                             'max_link_speed/width of guest root port %s'
+                             % port)
+        self._record('%s: guest root port links %s'
+                     % (boot.name, '; '.join(seen)))
+
     # The tests.
 
     def test_layout_as_nova_built_it(self) -> None:
@@ -486,6 +512,7 @@ class GuestBootTest(testtools.TestCase):
     def test_seabios(self) -> None:
         boot = self.boot('seabios')
         self.assert_promises_kept(boot)
+        self.assert_root_ports_at_host_links(boot)
         self.assert_nccl_sees_the_host(boot)
 
     def test_ovmf(self) -> None:
