@@ -49,9 +49,9 @@ def check_guest_links(topology: model.HostTopology,
              if nccl_links.gts(link['link_speed']) is not None}
     if not known:
         return []
-    cpu = ('; NCCL\'s socket-to-socket rate follows this host\'s CPU '
-           '(%s family %d model %d) only through the agent\'s file: a '
-           'guest with a named CPU model reports that model' % (
+    cpu = ('; this host\'s CPU for NCCL\'s socket-to-socket rate: %s '
+           'family %d model %d (a guest with a named CPU model reports '
+           'that model; the agent\'s file gives NCCL this one)' % (
                host_cpu['vendor'], host_cpu['familyid'],
                host_cpu['modelid']) if host_cpu else '')
     if versions.libvirt is None or versions.qemu is None:
@@ -79,6 +79,7 @@ def check_guest_links(topology: model.HostTopology,
             'in GPU images' % _version(min_versions.QEMU_PCIE_GEN5))]
     return [result.success(
         SUBJECT, 'guests\' root ports carry this host\'s links (%d GPUs '
-        'and NICs), so NCCL and nvidia-smi in the guest read the host\'s '
-        'bandwidths from sysfs; switches and path types only %s%s' % (
-            len(known), _AGENT.replace('with the', 'through the'), cpu))]
+        'and NICs): NCCL and nvidia-smi in a guest read the host\'s link '
+        'bandwidths from sysfs; the host\'s switches (NCCL\'s path types) '
+        'and CPU reach NCCL only through the guest agent\'s topology file '
+        '(nova-gpu-p2p-guest)%s' % (len(known), cpu))]

@@ -954,8 +954,8 @@ class TestGuestLinks(testtools.TestCase):
         self.assertEqual(upgradecheck.Code.SUCCESS, row.code)
         self.assertIn("root ports carry this host's links (1 GPUs",
                       row.message)
-        self.assertIn('(GenuineIntel family 6 model 143) only through the '
-                      "agent's file", row.message)
+        self.assertIn('socket-to-socket rate: GenuineIntel family 6 model '
+                      '143 (a guest with a named CPU model', row.message)
 
     def test_old_qemu_shows_gen5_as_gen4(self):
         [row] = self.check(self.host(), qemu=(7, 2, 0))
