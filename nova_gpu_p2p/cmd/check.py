@@ -97,7 +97,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             bindings=bindings, pci=pci, fabric=facts,
             kinds=discovery.gpu_kinds(topology, opts), scheduler=scheduler,
             host_cpu=None if args.load else host_cpu.read(
-                os.path.join(args.root, 'proc', 'cpuinfo')))
+                os.path.join(args.root, 'proc')))
     # What this run read and ran with, first; a capture is judged for
     # another host, whose Python this is not.
     first = [environment.check_config(

@@ -21,48 +21,26 @@ Rapids 40 GB/s, AMD 16), and tells those apart by CPUID's vendor string,
 family and model (``xml.cc`` lines 504-558; ``topo.cc`` lines 744-751).
 A guest with a named CPU model (``cpu_mode = custom``) reports that
 model's CPUID, not the host's, so the description carries the host's and
-the guest agent writes it into NCCL's topology file.
+the guest agent writes it into NCCL's topology file. Read with the
+agent's own reader of ``/proc/cpuinfo``, the one that would otherwise
+describe the guest's CPU.
 """
 
-import re
-
-#: The first processor's block of ``/proc/cpuinfo`` is all we read.
-CPUINFO_HEAD = 8192
-#: CPUID family and model as Linux writes them: small decimal numbers.
-_NUMBER = re.compile(r'[0-9]{1,4}\Z')
-#: A CPUID vendor string: 12 printable characters.
-_VENDOR = re.compile(r'[ -~]{1,12}\Z')
+from nova_gpu_p2p_guest import errors
+from nova_gpu_p2p_guest import guest_sysfs
 
 
-def parse(text: str) -> dict | None:
-    """``{"vendor", "familyid", "modelid"}`` of an x86 ``/proc/cpuinfo``.
+def read(proc_root: str = '/proc') -> dict | None:
+    """``{"vendor", "familyid", "modelid"}`` of an x86 host; else None.
 
-    NCCL's family is CPUID's base family plus the extended family shifted
-    by 4, where Linux adds the two (``cpu family``: 6 or 25, not 0xf +
-    ext): converted back here. None on other architectures, or where a
-    field is missing or malformed.
+    None too where ``cpuinfo`` under ``proc_root`` cannot be read or does
+    not say: the guest agent then writes the guest's own CPU.
     """
-    fields: dict[str, str] = {}
-    for line in text.split('\n\n')[0].splitlines():
-        key, _, value = line.partition(':')
-        fields.setdefault(key.strip(), value.strip())
-    vendor = fields.get('vendor_id', '')
-    family = fields.get('cpu family', '')
-    model = fields.get('model', '')
-    if not (_VENDOR.match(vendor) and _NUMBER.match(family)
-            and _NUMBER.match(model)):
-        return None
-    family_id = int(family)
-    if family_id >= 0xf:
-        family_id = 0xf + ((family_id - 0xf) << 4)
-    return {'vendor': vendor, 'familyid': family_id,
-            'modelid': int(model)}
-
-
-def read(path: str = '/proc/cpuinfo') -> dict | None:
-    """:func:`parse` of the host's ``/proc/cpuinfo``; None if unreadable."""
     try:
-        with open(path, encoding='ascii', errors='replace') as f:
-            return parse(f.read(CPUINFO_HEAD))
-    except OSError:
+        attrs = dict(guest_sysfs.cpu_type(proc_root))
+    except errors.Problem:
         return None
+    if 'vendor' not in attrs:
+        return None
+    return {'vendor': attrs['vendor'], 'familyid': int(attrs['familyid']),
+            'modelid': int(attrs['modelid'])}

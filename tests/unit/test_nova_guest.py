@@ -194,6 +194,14 @@ class TestReadFacts(NovaGuestBase):
         self.assertEqual((9, 0, 0), facts.libvirt_version)
         self.assertEqual(16 * GiB, facts.memory)
 
+    def test_host_cpu(self):
+        self.assertIsNone(self.read().host_cpu)
+        cpu = {'vendor': 'GenuineIntel', 'familyid': 6, 'modelid': 143}
+        facts = nova_guest.read_facts(self.guest, instance(0, 1), (9, 0, 0),
+                                      46, (7, 2, 0), cpu)
+        self.assertEqual((cpu, (7, 2, 0)), (facts.host_cpu,
+                                            facts.qemu_version))
+
     def test_no_numa_topology(self):
         self.assertIsNone(self.read(instance()).host_node_of_cell)
 
