@@ -53,7 +53,9 @@ import testtools
 from testtools import content
 
 from lab import nccl_paths
+from nova_gpu_p2p.guest import root_port_links
 from nova_gpu_p2p.guest import topology_description
+from nova_gpu_p2p import min_versions
 from nova_gpu_p2p_guest import cli
 from tests.e2e import guest_domain
 from tests.e2e import guest_image
@@ -517,6 +519,48 @@ class GuestBootTest(testtools.TestCase):
 
     def test_ovmf(self) -> None:
         self.assert_promises_kept(self.boot('ovmf', ovmf=True))
+
+    def test_root_port_speeds_this_qemu_accepts(self) -> None:
+        """QEMU 9.2 and later take 32 GT/s on a root port; older refuse it.
+
+        The driver picks its ``x-speed`` by the QEMU version
+        (:mod:`nova_gpu_p2p.guest.root_port_links`); this stack's QEMU must
+        accept what it picks for a Gen5 link, and refuse 32 GT/s exactly
+        where the driver does not use it. A paused QEMU still running after
+        a few seconds accepted its command line.
+        """
+        self._need_stack()
+        here = stack.current()
+        text = subprocess.run(here.command('qemu-system-x86_64', '--version'),
+                              capture_output=True, text=True,
+                              timeout=60).stdout
+        version = tuple(int(n) for n in re.search(
+            r'version (\d+)\.(\d+)\.(\d+)', text).groups())
+
+        def accepts(speed: str) -> bool:
+            argv = here.command(
+                'qemu-system-x86_64', '-machine', 'q35,accel=tcg',
+                '-nodefaults', '-display', 'none', '-S', '-device',
+                'pcie-root-port,id=rp,chassis=1,x-speed=%s,x-width=16'
+                % speed)
+            try:
+                process = subprocess.run(argv, capture_output=True,
+                                         text=True, timeout=8)
+            except subprocess.TimeoutExpired:
+                return True
+            self.addDetail('qemu x-speed=%s' % speed, content.text_content(
+                process.stderr))
+            return False
+
+        gen5 = root_port_links.port_link(
+            {'link_speed': '32.0 GT/s PCIe', 'link_width': 16}, version)
+        takes_32 = accepts('32')
+        self._record('QEMU %s: x-speed=32 %s; the driver writes %s for a '
+                     'Gen5 x16 link' % ('.'.join(map(str, version)),
+                                        'accepted' if takes_32 else
+                                        'refused', gen5))
+        self.assertEqual(version >= min_versions.QEMU_PCIE_GEN5, takes_32)
+        self.assertTrue(accepts(gen5.speed))
 
     def test_without_acpi(self) -> None:
         """Why ``<acpi/>`` matters: without it the guest sees neither.
