@@ -61,10 +61,29 @@ a few lines each, what NCCL does (NVIDIA/nccl, ``src/graph``, 2026):
   ``p2pLevel = PATH_PXB``), and so does GPUDirect RDMA
   (``ncclTopoCheckGdr``, ``netGdrLevel = PATH_PXB``).
 
+* Links and bandwidths (v2.30.7, cited by line): a ``<pci>`` node's
+  ``link_speed`` and ``link_width``, where neither the file nor an earlier
+  step set them, are the lower of the device's ``max_link_*`` and its
+  port's ``../max_link_*`` (``xml.cc`` 679-689, 711-718); a GPU's come
+  from NVML's current generation and width instead (663-676, 703-708),
+  here ``nvml_links``. A link's GB/s is width x per-lane code / 80, width
+  0 read as 16 and an unknown speed as 60 (``topo.cc`` 649-658,
+  ``kvDictPciGen`` 545-556, a prefix match: ``xml.h`` 425-438). CPU to CPU
+  is ``ncclTopoGetInterCpuBw`` (``topo.cc`` 60-83) by the ``<cpu>``'s
+  ``arch``/``vendor``/``familyid``/``modelid`` (744-751); the attributes
+  the file leaves out come from CPUID of the machine NCCL runs on
+  (``xml.cc`` 504-558), here ``cpuid``. A path's bandwidth is its
+  slowest link, and of two paths of one type the faster wins
+  (``paths.cc`` 71, 96-99). NICs: NCCL's IB plugin names a port by its
+  PCI path with the function and device digits zeroed
+  (``src/transport/net_ib/init.cc`` 66-70), so the ports of a dual-port
+  NIC are one ``<pci>`` and one NIC node with one link, and one ``NET``
+  node per port joined to it at the port's speed (``topo.cc`` 443-444).
+
 Left out, because no test here needs them: NVLink and C2C (``NVL``,
-``NVB``, ``C2C``), PXN, Broadcom ``pcilink`` peer links, bandwidths,
-trimming of unused branches (``ncclTopoTrimXml``), which changes no
-path between the devices kept.
+``NVB``, ``C2C``), PXN, Broadcom ``pcilink`` peer links, trimming of
+unused branches (``ncclTopoTrimXml``), which changes no path between the
+devices kept.
 """
 
 from collections.abc import Iterable
@@ -82,7 +101,17 @@ PATH_LOC, PATH_PIX, PATH_PXB, PATH_PHB, PATH_SYS, PATH_DIS = (
     PATH_TYPES.index(name)
     for name in ('LOC', 'PIX', 'PXB', 'PHB', 'SYS', 'DIS'))
 #: ``LINK_*`` (topo.h): a link's type is the path type of that one step.
-LINK_PCI, LINK_SYS = 4, 9
+LINK_LOC, LINK_PCI, LINK_SYS = 0, 4, 9
+NET = 'NET'
+#: ``LOC_BW`` (topo.h): a path's bandwidth before its first link.
+LOC_BW = 5000.0
+#: ``kvDictPciGen`` (topo.cc 545-556): prefix, 100 Mb/s per lane.
+PCI_GEN = (('2.5 GT/s', 15), ('5 GT/s', 30), ('8 GT/s', 60),
+           ('16 GT/s', 120), ('32 GT/s', 240), ('2.5 GT/s PCIe', 15),
+           ('5.0 GT/s PCIe', 30), ('8.0 GT/s PCIe', 60),
+           ('16.0 GT/s PCIe', 120), ('32.0 GT/s PCIe', 240),
+           ('64.0 GT/s PCIe', 480))
+PCI_GEN_DEFAULT = 60
 #: Node types (topo.h).
 GPU, PCI, NVS, CPU, NIC = 'GPU', 'PCI', 'NVS', 'CPU', 'NIC'
 #: ``kvDictPciClass`` (topo.cc): a prefix match, PCI when none matches.
@@ -105,6 +134,56 @@ def nccl_class(nvidia_smi_class: str) -> str:
 def pci_type(class_code: str) -> str:
     return next((kind for prefix, kind in PCI_CLASSES
                  if class_code.startswith(prefix)), PCI)
+
+
+def link_bw(speed: str | None, width: str | None) -> float:
+    """A ``<pci>`` node's link in GB/s (``topo.cc`` 649-658)."""
+    try:
+        lanes = int(width or '0', 0)
+    except ValueError:
+        lanes = _strtol(width)
+    lanes = lanes or 16
+    code = next((value for prefix, value in PCI_GEN
+                 if (speed or '').startswith(prefix)), PCI_GEN_DEFAULT)
+    return lanes * code / 80.0
+
+
+def inter_cpu_bw(cpu: ElementTree.Element) -> float:
+    """``ncclTopoGetInterCpuBw`` (``topo.cc`` 60-83, model 744-751)."""
+    arch = cpu.get('arch')
+    if arch == 'ppc64':
+        return 32.0
+    if arch == 'arm64':
+        return 6.0
+    if arch != 'x86_64':
+        return LOC_BW
+    vendor = cpu.get('vendor')
+    if vendor == 'GenuineIntel':
+        family = int(cpu.get('familyid') or 0)
+        model = int(cpu.get('modelid') or 0)
+        if family == 6 and model >= 0xcf:
+            return 40.0
+        if family == 6 and model >= 0x8f:
+            return 22.0
+        if family == 6 and model >= 0x55:
+            return 10.0
+        return 6.0
+    if vendor == 'AuthenticAMD':
+        return 16.0
+    if vendor in ('CentaurHauls', '  Shanghai  '):
+        yongfeng = (int(cpu.get('familyid') or 0) == 7
+                    and int(cpu.get('modelid') or 0) == 0x5b)
+        return 9.0 if yongfeng else 6.0
+    return LOC_BW
+
+
+def ib_busid(busid: str) -> str:
+    """The bus ID NCCL's IB plugin gives a port (net_ib/init.cc 66-70).
+
+    The function digit, and with ``NCCL_IB_MERGE_VFS`` (on by default)
+    the device digits, are zeroed: ports and VFs of one NIC are one.
+    """
+    return busid[:-4] + '00.0'
 
 
 def _bcm_gen(device: int, level: int) -> int:
@@ -136,8 +215,22 @@ class Topology:
     """
 
     def __init__(self, sysfs_root: str | None = None,
-                 topo_xml: str | None = None) -> None:
+                 topo_xml: str | None = None,
+                 cpuid: Mapping[str, str] | None = None,
+                 nvml_links: Mapping[str, tuple[str, str]] | None = None
+                 ) -> None:
+        """Where NCCL reads from.
+
+        :param cpuid: ``arch``, ``vendor``, ``familyid``, ``modelid`` of
+            the machine NCCL runs on (CPUID), for ``<cpu>`` nodes that
+            lack them.
+        :param nvml_links: ``{busid: (link_speed, link_width)}``: what
+            NVML says of each GPU (NCCL 2.30.7); None: NCCL 2.30.4 and
+            earlier, which read GPUs' links from sysfs too.
+        """
         self.sysfs_root = sysfs_root
+        self.cpuid = dict(cpuid or {})
+        self.nvml_links = nvml_links
         if topo_xml is None:
             self.system = ElementTree.Element(
                 'system', version=str(XML_VERSION))
@@ -160,16 +253,27 @@ class Topology:
         """``ncclTopoFillGpu``: a rank's GPU at PCI address ``busid``."""
         self._fill(busid, '0x03', 'gpu')
 
-    def add_nic(self, busid: str) -> None:
-        """``ncclTopoFillNet``: a network device of PCI address ``busid``."""
-        self._fill(busid, '0x02', 'nic')
+    def add_nic(self, busid: str, net_gbs: float | None = None) -> None:
+        """``ncclTopoFillNet``: a network device of PCI address ``busid``.
 
-    def _fill(self, busid: str, class_code: str, tag: str) -> None:
+        With ``net_gbs`` it is an IB plugin port of that speed (GB/s): it
+        joins the ``<pci>`` of :func:`ib_busid` and adds a ``<net>``.
+        """
+        if net_gbs is None:
+            self._fill(busid, '0x02', 'nic')
+            return
+        nic = self._fill(ib_busid(busid.lower()), '0x02', 'nic')
+        ElementTree.SubElement(nic, 'net', name=busid.lower(),
+                               speed=str(int(net_gbs * 8000)))
+
+    def _fill(self, busid: str, class_code: str, tag: str
+              ) -> ElementTree.Element:
         node = self._pci_node(busid.lower())
         node.attrib.setdefault('class', class_code)
         self._from_sys(node)
         if node.find(tag) is None:
             ElementTree.SubElement(node, tag)
+        return node.find(tag)
 
     def _pci_node(self, busid: str) -> ElementTree.Element:
         """``ncclTopoGetPciNode``: the node of that bus ID, or a new one."""
@@ -220,6 +324,36 @@ class Topology:
                 return self._pci_node(name)
         raise AssertionError('unreachable')
 
+    def _links_from_sys(self, node: ElementTree.Element,
+                        path: str | None) -> None:
+        """``link_speed``/``link_width`` the file does not give.
+
+        NVML's for a GPU (xml.cc 663-676, 703-708), else the lower of the
+        device's and ``../`` (679-689, 711-718), else empty (691-697).
+        """
+        nvml = (self.nvml_links or {}).get(node.get('busid'))
+        gpu = node.get('class', '').startswith('0x03')
+        if 'link_speed' not in node.attrib:
+            if gpu and nvml is not None:
+                node.set('link_speed', nvml[0])
+            elif path is not None:
+                device = self._read(path, 'max_link_speed')
+                port = self._read(os.path.join(path, '..'), 'max_link_speed')
+                node.set('link_speed', port if _gts(port) < _gts(device)
+                         else device)
+            else:
+                node.set('link_speed', '')
+        if 'link_width' not in node.attrib:
+            if gpu and nvml is not None:
+                node.set('link_width', nvml[1])
+            elif path is not None:
+                node.set('link_width', str(min(
+                    _strtol(self._read(path, 'max_link_width')),
+                    _strtol(self._read(os.path.join(path, '..'),
+                                       'max_link_width')))))
+            else:
+                node.set('link_width', '')
+
     def _from_sys(self, node: ElementTree.Element) -> None:
         """``ncclTopoGetXmlFromSys``: attributes, then the parent chain."""
         path = self._sys_path(node.get('busid'))
@@ -231,6 +365,7 @@ class Topology:
                          'subsystem_device'):
                 if name not in node.attrib and self._read(path, name):
                     node.set(name, self._read(path, name))
+        self._links_from_sys(node, path)
         parent = self.parents.get(node)
         if parent is None:
             parent = (self._parent_from_sys(path) if path is not None
@@ -254,14 +389,14 @@ class Topology:
     # -- the graph (topo.cc) and its paths (paths.cc) -------------------
 
     def graph(self) -> tuple[dict, dict]:
-        """Nodes (key -> type) and links (key -> [(key, link type)])."""
+        """Nodes (key -> type) and links (key -> [(key, type, GB/s)])."""
         kinds: dict[tuple, str] = {}
         links: dict[tuple, list] = {}
         devices: dict[tuple, int] = {}
 
-        def connect(a, b, link):
-            links.setdefault(a, []).append((b, link))
-            links.setdefault(b, []).append((a, link))
+        def connect(a, b, link, bw):
+            links.setdefault(a, []).append((b, link, bw))
+            links.setdefault(b, []).append((a, link, bw))
 
         def add_pci(pci, parent):
             class_code = pci.get('class')
@@ -270,15 +405,22 @@ class Topology:
                                  'class ("Attribute class of node pci not '
                                  'found")' % pci.get('busid'))
             kind = pci_type(class_code)
+            bw = link_bw(pci.get('link_speed'), pci.get('link_width'))
             key = None
             if pci.find('gpu') is not None:
                 key = (GPU, pci.get('busid'))
                 kinds[key] = GPU
-                connect(key, parent, LINK_PCI)
+                connect(key, parent, LINK_PCI, bw)
                 key = None
-            if pci.find('nic') is not None:
+            nic = pci.find('nic')
+            if nic is not None:
                 key = (NIC, pci.get('busid'))
                 kinds[key] = NIC
+                for net in nic.findall('net'):
+                    net_key = (NET, net.get('name'))
+                    kinds[net_key] = NET
+                    connect(key, net_key, LINK_LOC,
+                            int(net.get('speed')) / 8000.0)
             elif kind == PCI:
                 key = (PCI, pci.get('busid'))
                 kinds[key] = PCI
@@ -286,40 +428,44 @@ class Topology:
                 for sub in pci.findall('pci'):
                     add_pci(sub, key)
             if key is not None:
-                connect(key, parent, LINK_PCI)
+                connect(key, parent, LINK_PCI, bw)
 
+        cpus = []
         for cpu in self.system.findall('cpu'):
+            for name, value in self.cpuid.items():
+                cpu.attrib.setdefault(name, value)
             key = (CPU, int(cpu.get('numaid')))
             kinds[key] = CPU
+            cpus.append((key, cpu))
             links.setdefault(key, [])
             for pci in cpu.findall('pci'):
                 add_pci(pci, key)
         _flatten_bcm_switches(kinds, links, devices)
-        cpus = [k for k in kinds if kinds[k] == CPU]
-        for a, b in itertools.combinations(cpus, 2):
-            connect(a, b, LINK_SYS)
+        for (a, cpu), (b, _) in itertools.combinations(cpus, 2):
+            # ncclTopoConnectCpus (topo.cc 277-279): the first CPU's rate.
+            connect(a, b, LINK_SYS, inter_cpu_bw(cpu))
         return kinds, links
 
-    def path_types(self, base: tuple,
-                   graph: tuple[dict, dict] | None = None
-                   ) -> dict[tuple, int]:
-        """``ncclTopoSetPaths``: the best path type from ``base`` to all.
+    def paths(self, base: tuple, graph: tuple[dict, dict] | None = None
+              ) -> dict[tuple, tuple[int, float]]:
+        """``ncclTopoSetPaths`` (paths.cc 44-120): type and GB/s to all.
 
         Empty where ``base`` is no node of the graph.
         """
         kinds, links = graph or self.graph()
         if base not in kinds:
             return {}
-        best = {base: (PATH_LOC, 0)}
+        best = {base: (PATH_LOC, LOC_BW, 0)}
         frontier = [base]
         while frontier:
             following = []
             for node in frontier:
-                # No path goes on through another GPU or NIC.
-                if node != base and kinds[node] in (GPU, NIC):
+                # No path goes on through another GPU (paths.cc 77-81).
+                if node != base and kinds[node] == GPU:
                     continue
-                path_type, count = best[node]
-                for remote, link in links[node]:
+                path_type, path_bw, count = best[node]
+                for remote, link, link_bw_ in links[node]:
+                    bw = min(path_bw, link_bw_)
                     step = link
                     if kinds[node] == PCI and kinds[remote] == PCI:
                         step = PATH_PXB
@@ -327,14 +473,24 @@ class Topology:
                     if link == LINK_PCI and CPU in ends:
                         step = PATH_PHB
                     step = max(path_type, step)
-                    old_type, old_count = best.get(remote, (PATH_DIS, 0))
-                    if step < old_type or (step == old_type
-                                           and old_count > count + 1):
-                        best[remote] = (step, count + 1)
+                    old_type, old_bw, old_count = best.get(
+                        remote, (PATH_DIS, 0.0, 0))
+                    if (step < old_type
+                            or (step == old_type and old_bw < bw)
+                            or (step == old_type and old_bw == bw
+                                and old_count > count + 1)):
+                        best[remote] = (step, bw, count + 1)
                         if remote not in following:
                             following.append(remote)
             frontier = following
-        return {node: found[0] for node, found in best.items()}
+        return {node: found[:2] for node, found in best.items()}
+
+    def path_types(self, base: tuple,
+                   graph: tuple[dict, dict] | None = None
+                   ) -> dict[tuple, int]:
+        """The best path type from ``base`` to every node."""
+        return {node: found[0]
+                for node, found in self.paths(base, graph).items()}
 
     def path_type(self, a: tuple, b: tuple) -> str:
         """The type of the path between two ``(GPU|NIC, busid)`` nodes."""
@@ -350,22 +506,34 @@ def _flatten_bcm_switches(kinds: dict, links: dict, devices: dict) -> None:
             gen = _bcm_gen(devices[switch], 0)
             if not gen:
                 continue
-            subs = [remote for remote, _ in links[switch]
+            subs = [remote for remote, _, _ in links[switch]
                     if kinds[remote] == PCI
                     and _bcm_gen(devices[remote], 1) == gen]
-            links[switch] = [(r, t) for r, t in links[switch]
-                             if r not in subs]
+            links[switch] = [link for link in links[switch]
+                             if link[0] not in subs]
             for sub in subs:
-                for remote, link in links.pop(sub):
+                for remote, link, bw in links.pop(sub):
                     if remote == switch:
                         continue
-                    links[switch].append((remote, link))
-                    links[remote] = [(switch if r == sub else r, t)
-                                     for r, t in links[remote]]
+                    links[switch].append((remote, link, bw))
+                    links[remote] = [(switch if r == sub else r, t, b)
+                                     for r, t, b in links[remote]]
                 del kinds[sub]
             devices[switch] |= 0xffff
             restart = True
             break
+
+
+def _gts(speed: str) -> float:
+    """``sscanf("%f GT/s")`` as NCCL reads it: unreadable is FLT_MAX."""
+    match = re.match(r'\s*([0-9]+(?:\.[0-9]*)?)', speed or '')
+    return float(match.group(1)) if match else float('inf')
+
+
+def _strtol(text: str) -> int:
+    """``strtol(text, NULL, 0)``: 0 where it reads no number."""
+    match = re.match(r'\s*(-?[0-9]+)', text or '')
+    return int(match.group(1)) if match else 0
 
 
 def pair_types(gpus: Iterable[str], nics: Iterable[str] = (),

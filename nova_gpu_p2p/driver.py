@@ -50,6 +50,7 @@ from nova_gpu_p2p import outage
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import fabricmanager
+from nova_gpu_p2p.topology import host_cpu
 from nova_gpu_p2p.topology import host_gpus as host_gpus_mod
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
@@ -434,7 +435,8 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             host, nova_guest.read_facts(guest, instance,
                                         self._libvirt_version(),
                                         self._host_phys_bits(),
-                                        self._qemu_version()),
+                                        self._qemu_version(),
+                                        host_cpu.read()),
             plan_mod.Options.from_conf(CONF))
         if plan.refusal is not None:
             message = 'GPU P2P: %s' % plan.refusal.message

@@ -50,6 +50,10 @@ LIBVIRT_FWCFG = (6, 5, 0)
 #: name=...,string=...``: QEMU 2.4 added named user fw_cfg files
 #: (``file=``), 2.5 the ``string=`` form (below Nova's minimum).
 QEMU_FWCFG = (2, 5, 0)
+#: QEMU 9.2 added 32 and 64 GT/s to ``pcie-root-port``'s ``x-speed``
+#: (PCIe Gen5 and Gen6); older QEMU accepts up to 16 GT/s, and a guest
+#: root port then shows a Gen5 host link as Gen4.
+QEMU_PCIE_GEN5 = (9, 2, 0)
 #: What the guest XML for NUMA affinity needs: libvirt 1.3.4 added
 #: ``pcie-expander-bus`` with ``<target busNr>`` and ``<node>`` (1.2.19
 #: ``pcie-root-port``, 1.1.2 ``<pcihole64>``, 3.9.0 guest cell

@@ -203,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
     tree = nccl_tree.Tree(described)
     unlike = tree.reconcile()
     text = nccl_xml.render(tree, found, described['switches'],
-                           args.sysfs_root, args.proc_root)
+                           args.sysfs_root, args.proc_root,
+                           described.get('cpu'))
     try:
         made_file = atomic_file.write_output(args.output, text)
     except OSError as exc:

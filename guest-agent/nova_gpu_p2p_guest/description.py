@@ -17,7 +17,9 @@
 Format version 1 (``doc/source/guest-topology.rst``): base64 of a JSON
 object of ``switches`` (ID -> link), ``devices`` (expander bus, slot,
 role, IDs, NUMA node, clique, the switches above it, its link) and
-``pairs`` (two device indexes and their host link class). Whatever the
+``pairs`` (two device indexes and their host link class), and optionally
+``cpu``: the host CPU's ``vendor``, ``familyid`` and ``modelid`` as NCCL
+reads them (an older driver sends none). Whatever the
 agent later reads from a description has been checked here, so a bad
 entry is one line naming the bad field, not a traceback.
 """
@@ -87,6 +89,18 @@ def _check_device(device, index: int, switches: dict) -> None:
     _check_link(device, where)
 
 
+def _check_cpu(cpu) -> None:
+    where = 'cpu'
+    _require(isinstance(cpu, dict), where, 'not an object')
+    vendor = cpu.get('vendor')
+    _require(isinstance(vendor, str) and 0 < len(vendor) <= 12
+             and nccl.SAFE_VALUE.match(vendor) is not None, where,
+             '"vendor" must be a CPUID vendor string such as GenuineIntel')
+    for key in ('familyid', 'modelid'):
+        _require(_is_int(cpu.get(key), 0, 4095), where,
+                 '"%s" must be an integer from 0 to 4095' % key)
+
+
 def check_description(description) -> dict:
     """``description`` itself, once it is a version 1 description."""
     _require(isinstance(description, dict), 'top level', 'not an object')
@@ -113,6 +127,8 @@ def check_description(description) -> dict:
         _require(place not in places, 'device %d' % index,
                  'a second device on expander bus %d slot %d' % place)
         places.add(place)
+    if description.get('cpu') is not None:
+        _check_cpu(description['cpu'])
     pairs = description.get('pairs')
     _require(isinstance(pairs, list), 'top level',
              '"pairs" must be a list')

@@ -55,8 +55,23 @@ def _link_attrs(link: dict) -> List[Tuple[str, str]]:
     return attrs
 
 
+def cpu_attrs(cpu: Optional[dict], proc_root: str) -> List[Tuple[str, str]]:
+    """The ``<cpu>`` identity: the host's where the description has it.
+
+    NCCL's socket-to-socket bandwidth follows the CPU model; a guest with
+    a named CPU model reports that model's CPUID, not the host's, so the
+    host's, from the description, wins over the guest's ``/proc/cpuinfo``.
+    """
+    if cpu is None:
+        return guest_sysfs.cpu_type(proc_root)
+    return [('arch', 'x86_64'), ('vendor', cpu['vendor']),
+            ('familyid', str(cpu['familyid'])),
+            ('modelid', str(cpu['modelid']))]
+
+
 def render(tree: nccl_tree.Tree, found: List[guest_sysfs.Found],
-           switches: dict, sysfs_root: str, proc_root: str) -> str:
+           switches: dict, sysfs_root: str, proc_root: str,
+           cpu: Optional[dict] = None) -> str:
     """NCCL's topology XML for ``tree``, in the shape NCCL dumps it."""
     by_index = {f.index: f for f in found}
     children: Dict[Optional[nccl_tree.Key], List[nccl_tree.Key]] = {}
@@ -77,7 +92,7 @@ def render(tree: nccl_tree.Tree, found: List[guest_sysfs.Found],
 
     lines = ['<system version="%d" name="nova-gpu-p2p">'
              % nccl.XML_VERSION]
-    kind = guest_sysfs.cpu_type(proc_root)
+    kind = cpu_attrs(cpu, proc_root)
 
     def emit(key: nccl_tree.Key, depth: int) -> None:
         pad = ' ' * (2 * depth)

@@ -21,6 +21,7 @@ from nova_gpu_p2p.checks import acs
 from nova_gpu_p2p.checks import consumer_gpus
 from nova_gpu_p2p.checks import fabric as fabric_mod
 from nova_gpu_p2p.checks import firmware
+from nova_gpu_p2p.checks import guest_links
 from nova_gpu_p2p.checks import numa
 from nova_gpu_p2p.checks import nvswitch
 from nova_gpu_p2p.checks import p2p_level
@@ -55,8 +56,8 @@ def host_checks(topology: model.HostTopology,
                 pci: placement.PciSettings | None = None,
                 fabric: fabric_mod.FabricFacts | None = None,
                 kinds: consumer_gpus_mod.GpuKinds | None = None,
-                scheduler: scheduler_settings.SchedulerSettings | None = None
-                ) -> list[result.Check]:
+                scheduler: scheduler_settings.SchedulerSettings | None = None,
+                host_cpu: dict | None = None) -> list[result.Check]:
     """Every check, in the order an operator fixes things.
 
     :param bindings: where driver and IOMMU group facts come from when the
@@ -70,6 +71,7 @@ def host_checks(topology: model.HostTopology,
         clique, and no row for it.
     :param scheduler: nova-scheduler's settings from the nova.conf read;
         None when none was read.
+    :param host_cpu: this host's CPU as NCCL reads it; None for a capture.
     """
     bindings = bindings if bindings is not None else topology
     barred = kinds.barred if kinds is not None else {}
@@ -87,6 +89,8 @@ def host_checks(topology: model.HostTopology,
         bindings, idle_on_nvidia=fabric is not None and fabric.shared))
     checks.extend(acs.check_acs(topology, acs_policy, level))
     checks.extend(numa.check_numa(topology))
+    checks.extend(guest_links.check_guest_links(topology, versions,
+                                                host_cpu))
     if fabric is None:
         checks.extend(nvswitch.check_nvswitch(topology))
     else:

@@ -33,6 +33,7 @@ from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import host_cpu
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import sysfs
 
@@ -94,7 +95,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             topology, host_versions, level, policy, dict(group.clique_map),
             sysfs_root=sources.sysfs_read(args, opts), root=args.root,
             bindings=bindings, pci=pci, fabric=facts,
-            kinds=discovery.gpu_kinds(topology, opts), scheduler=scheduler)
+            kinds=discovery.gpu_kinds(topology, opts), scheduler=scheduler,
+            host_cpu=None if args.load else host_cpu.read(
+                os.path.join(args.root, 'proc')))
     # What this run read and ran with, first; a capture is judged for
     # another host, whose Python this is not.
     first = [environment.check_config(

@@ -314,6 +314,28 @@ def clique_override(alias: str, clique_id: int) -> QemuDeviceOverride:
     return device
 
 
+def controller_alias(index: int) -> str:
+    """The alias libvirt gives PCI controller ``index``: ``pci.N``.
+
+    A ``pcie-root-port`` takes no user alias of ours: libvirt names each
+    PCI controller after its index, and QEMU's device id is that name.
+    """
+    return 'pci.%d' % index
+
+
+def root_port_override(index: int, speed: str | None,
+                       width: str | None) -> QemuDeviceOverride:
+    """``x-speed``/``x-width`` of the ``pcie-root-port`` at ``index``.
+
+    Both are QEMU enum properties, given as strings (``16``, ``2_5``).
+    """
+    device = QemuDeviceOverride(controller_alias(index))
+    for name, value in (('x-speed', speed), ('x-width', width)):
+        if value is not None:
+            device.properties.append(QemuProperty(name, 'string', value))
+    return device
+
+
 class SysinfoFwCfg(vconfig.LibvirtConfigObject):
     """``<sysinfo type='fwcfg'>``: named QEMU fw_cfg files for the guest.
 

@@ -116,8 +116,8 @@ def read_facts(guest: vconfig.LibvirtConfigGuest, instance,
                libvirt_version: tuple[int, int, int],
                host_phys_bits: int | None,
                qemu_version: tuple[int, int, int] = (
-                   plan_mod.GuestFacts.qemu_version)
-               ) -> plan_mod.GuestFacts:
+                   plan_mod.GuestFacts.qemu_version),
+               host_cpu: dict | None = None) -> plan_mod.GuestFacts:
     """What Nova decided for this guest, as the decision's plain facts."""
     numa = instance.numa_topology
     phys_bits, from_host = _phys_bits(guest, host_phys_bits)
@@ -138,7 +138,7 @@ def read_facts(guest: vconfig.LibvirtConfigGuest, instance,
         memory=guest.memory * 1024,
         phys_bits=phys_bits, phys_bits_from_host=from_host,
         phys_bits_property=_phys_bits_property(guest, instance),
-        new_build=is_new_build(instance))
+        new_build=is_new_build(instance), host_cpu=host_cpu)
 
 
 def device_alias(address: str) -> str:
@@ -179,7 +179,8 @@ def _device(device, plan: plan_mod.GuestPlan,
     return hostdev
 
 
-def _controllers(plan: plan_mod.GuestPlan) -> list:
+def _controllers(plan: plan_mod.GuestPlan,
+                 override: libvirt_config.QemuOverride) -> list:
     controllers = []
     for bus in plan.buses.buses:
         controllers.append(libvirt_config.PCIeExpanderBus(
@@ -189,6 +190,11 @@ def _controllers(plan: plan_mod.GuestPlan) -> list:
                 port.index,
                 libvirt_config.guest_address(bus=bus.index, slot=port.slot))
             for port in bus.ports)
+        for port in bus.ports:
+            link = plan.port_links.get(port.index)
+            if link is not None:
+                override.devices.append(libvirt_config.root_port_override(
+                    port.index, link.speed, link.width))
     return controllers
 
 
@@ -250,7 +256,7 @@ def apply(guest: vconfig.LibvirtConfigGuest,
             result.devices.insert(0, root)
         if plan.hole64 is not None and plan.hole64.size:
             root.pcihole64_kib = plan.hole64.size // 1024
-        result.devices.extend(_controllers(plan))
+        result.devices.extend(_controllers(plan, result.qemu_override))
     if plan.distances is not None or plan.grace.cells:
         result.cpu = _numa_cells(guest.cpu, plan)
     if plan.guest_topology is not None:

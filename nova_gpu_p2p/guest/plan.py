@@ -43,11 +43,13 @@ from nova_gpu_p2p.guest import grace_cells
 from nova_gpu_p2p.guest import instance_cliques
 from nova_gpu_p2p.guest import numa_distances
 from nova_gpu_p2p.guest import pcihole64
+from nova_gpu_p2p.guest import root_port_links
 from nova_gpu_p2p.guest import topology_description
 from nova_gpu_p2p import min_versions
 from nova_gpu_p2p.topology import grace
 from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
+from nova_gpu_p2p.topology import nccl_links
 
 
 def _version(version: tuple[int, ...]) -> str:
@@ -106,6 +108,9 @@ class GuestFacts:
     #: Whether Nova is building a new instance, the one case where a
     #: refusal is safe (Nova reschedules or fails the build).
     new_build: bool = True
+    #: The host CPU's identity as NCCL reads it (:mod:`..topology.host_cpu`);
+    #: None where unknown.
+    host_cpu: dict | None = None
 
     @property
     def guest_cell_of(self) -> Mapping[int, int]:
@@ -137,6 +142,10 @@ class GuestPlan:
     #: The fw_cfg entry text describing the placed devices' host topology
     #: (see :mod:`topology_description`); None: no entry.
     guest_topology: str | None = None
+    #: Root port controller index -> its ``x-speed``/``x-width``: the host
+    #: link of the device on it (:mod:`root_port_links`).
+    port_links: dict[int, root_port_links.PortLink] = dataclasses.field(
+        default_factory=dict)
     #: Warnings and fallbacks, each saying what to change.
     notes: tuple[str, ...] = ()
     #: What the host withholds by design, worth an INFO line: GPUs
@@ -241,7 +250,8 @@ class _Decision:
             return self.plan()
         return self.plan(cliques=ids, buses=buses, hole64=hole,
                          distances=self.distances(cells), grace=cells,
-                         guest_topology=self.guest_topology(ids, buses))
+                         guest_topology=self.guest_topology(ids, buses),
+                         port_links=self.port_links(buses))
 
     def tenant_input_refused(self) -> bool:
         """Refuse a new build whose image or flavor says what QEMU refuses.
@@ -405,7 +415,8 @@ class _Decision:
         try:
             return topology_description.encode(topology_description.describe(
                 buses, self.devices, cliques, self.host,
-                link_class.AcsPolicy(self.options.acs_policy)))
+                link_class.AcsPolicy(self.options.acs_policy),
+                facts.host_cpu))
         except exception.DescriptionTooLarge as exc:
             self.notes.append('the guest gets no topology description: %s'
                               % exc)
@@ -448,6 +459,41 @@ class _Decision:
         return grace_cells.layout(
             [g for g in placed if g.memory_nodes],
             len(facts.host_node_of_cell), self.options.grace_cells_per_gpu)
+
+    def port_links(self, buses: expander_buses.BusLayout
+                   ) -> dict[int, root_port_links.PortLink]:
+        """Each placed device's root port at its host link, where known.
+
+        Needs ``<qemu:override>`` (libvirt 8.2); without it the ports
+        keep QEMU's defaults and only the agent's file tells NCCL.
+        """
+        if (not buses.buses or self.facts.libvirt_version
+                < min_versions.LIBVIRT_QEMU_OVERRIDE):
+            return {}
+        topology = self.host.topology
+        links = {}
+        inexact = []
+        for bus in buses.buses:
+            for port in bus.ports:
+                host_link = nccl_links.nccl_link(
+                    topology, topology.functions[port.device])
+                link = root_port_links.port_link(
+                    host_link, self.facts.qemu_version)
+                if link is None:
+                    continue
+                links[port.index] = link
+                if not link.exact:
+                    inexact.append('%s (%s x%s)' % (
+                        port.device, host_link['link_speed'],
+                        host_link['link_width']))
+        if inexact:
+            self.info.append(
+                'the guest root ports of %s show the nearest link QEMU %s '
+                'accepts (32 and 64 GT/s need QEMU %s); the guest agent\'s '
+                'topology file gives NCCL the host\'s' % (
+                    ', '.join(inexact), _version(self.facts.qemu_version),
+                    _version(min_versions.QEMU_PCIE_GEN5)))
+        return links
 
     def distances(self, grace_layout: grace_cells.Layout = (
             grace_cells.Layout())) -> tuple[tuple[int, ...], ...] | None:

@@ -24,7 +24,11 @@ agent can hand NCCL a topology with the host's shape.
 
 It never names host PCI addresses or anything about other instances: the
 host switches are opaque IDs (``s0``, ``s1``, ... in the order this guest
-meets them), with the host's link speed and width.
+meets them), with the host's link speed and width as NCCL reads them
+on the host: each the lower of the function's own and its port's
+(:mod:`..topology.nccl_links`). ``cpu``, where the host's is known, is the
+host CPU's identity as NCCL reads it (:mod:`..topology.host_cpu`): the
+agent writes it whatever CPU model the guest runs.
 
 Format version 1 (JSON; see ``doc/source/guest-topology.rst``)::
 
@@ -35,7 +39,8 @@ Format version 1 (JSON; see ``doc/source/guest-topology.rst``)::
                   "link_speed": "32.0 GT/s PCIe", "link_width": 16}, ...],
      "switches": {"s0": {"link_speed": "32.0 GT/s PCIe",
                          "link_width": 16}},
-     "pairs": [[0, 1, "PIX"], ...]}
+     "pairs": [[0, 1, "PIX"], ...],
+     "cpu": {"vendor": "GenuineIntel", "familyid": 6, "modelid": 143}}
 
 ``pairs`` gives the host link class of every pair of devices (indexes
 into ``devices``), ACS and NVLink included. libvirt passes the entry to
@@ -52,6 +57,7 @@ from nova_gpu_p2p.guest import expander_buses
 from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
+from nova_gpu_p2p.topology import nccl_links
 
 FORMAT_VERSION = 1
 #: The fw_cfg file the guest reads under /sys/firmware/qemu_fw_cfg/by_name.
@@ -72,15 +78,11 @@ def _switches_above(topology: model.HostTopology,
             if f.port_type is model.PortType.UPSTREAM]
 
 
-def _link(function: model.PCIFunction) -> dict:
-    return {'link_speed': function.link_speed,
-            'link_width': function.link_width}
-
-
 def describe(buses: expander_buses.BusLayout,
              devices: tuple[devices_mod.GuestDevice, ...],
              cliques: dict[str, int], host: host_gpus.HostGPUs,
-             acs_policy: link_class.AcsPolicy) -> dict:
+             acs_policy: link_class.AcsPolicy,
+             host_cpu: dict | None = None) -> dict:
     """The description of the devices ``buses`` placed, as plain data.
 
     Only devices the host topology knows are ever placed, so each has a
@@ -99,7 +101,8 @@ def describe(buses: expander_buses.BusLayout,
             for switch in _switches_above(topology, port.device):
                 if switch.address not in switch_ids:
                     switch_ids[switch.address] = 's%d' % len(switch_ids)
-                    switches[switch_ids[switch.address]] = _link(switch)
+                    switches[switch_ids[switch.address]] = (
+                        nccl_links.nccl_link(topology, switch))
                 ids.append(switch_ids[switch.address])
             described.append({
                 'bus_nr': bus.bus_nr, 'slot': port.slot,
@@ -108,11 +111,14 @@ def describe(buses: expander_buses.BusLayout,
                 'class': '0x%06x' % function.class_code,
                 'clique': cliques.get(port.device),
                 'numa_node': bus.guest_node, 'switches': ids,
-                **_link(function)})
+                **nccl_links.nccl_link(topology, function)})
     pairs = [[i, j, host.link(placed[i], placed[j], acs_policy).name]
              for i, j in itertools.combinations(range(len(placed)), 2)]
-    return {'version': FORMAT_VERSION, 'devices': described,
-            'switches': switches, 'pairs': pairs}
+    description = {'version': FORMAT_VERSION, 'devices': described,
+                   'switches': switches, 'pairs': pairs}
+    if host_cpu is not None:
+        description['cpu'] = dict(host_cpu)
+    return description
 
 
 def encode(description: dict) -> str:

@@ -233,6 +233,28 @@ def placements(domain: etree._Element) -> list[Placement]:
     return result
 
 
+def port_links(domain: etree._Element) -> dict[str, dict[str, str]]:
+    """Host device -> its root port's ``x-speed``/``x-width`` override.
+
+    libvirt names PCI controller N ``pci.N``; the override of that alias
+    is what QEMU's pcie-root-port reports as its link.
+    """
+    overrides = {}
+    for device in domain.iterfind('./{%s}override/{%s}device'
+                                  % (QEMU_NS, QEMU_NS)):
+        overrides[device.get('alias')] = {
+            p.get('name'): p.get('value') for p in device.iterfind(
+                './{%s}frontend/{%s}property' % (QEMU_NS, QEMU_NS))
+            if p.get('name') in ('x-speed', 'x-width')}
+    result = {}
+    for placement, device in zip(placements(domain), _passthrough(domain)):
+        bus = _hex(device.find("./address[@type='pci']").get('bus'))
+        found = overrides.get('pci.%d' % bus)
+        if found:
+            result[placement.host_device] = found
+    return result
+
+
 # This machine.
 
 def host_nodes(sysfs: str = '/sys') -> dict[int, list[int]]:

@@ -41,6 +41,8 @@ PCI = 'E2E-PCI'
 NODE = 'E2E-NODE'
 ACPI = 'E2E-ACPI'
 FW_CFG = 'E2E-FWCFG'
+#: Per PCIe function: its link as Linux shows it, fields split by '|'.
+LINK = 'E2E-LINK'
 #: Where the guest reads the driver's topology description.
 FW_CFG_ENTRY = ('/sys/firmware/qemu_fw_cfg/by_name/'
                 'opt/org.openstack.nova-gpu-p2p/topology/raw')
@@ -79,6 +81,9 @@ echo %(begin)s
 for d in /sys/bus/pci/devices/*; do
   echo "%(pci)s $(basename $d) $(cat $d/vendor) $(cat $d/device)" \
        "$(cat $d/class) $(cat $d/numa_node) $(readlink -f $d)"
+  [ -e $d/max_link_speed ] && echo "%(link)s $(basename $d)" \
+       "$(cat $d/max_link_speed)|$(cat $d/max_link_width)|" \
+       "$(cat $d/current_link_speed)|$(cat $d/current_link_width)"
 done
 for n in /sys/devices/system/node/node*; do
   [ -d "$n" ] || continue
@@ -93,7 +98,7 @@ poweroff -f
 sleep 5
 echo o > /proc/sysrq-trigger
 ''' % {'begin': BEGIN, 'end': END, 'pci': PCI, 'node': NODE, 'acpi': ACPI,
-       'fw_cfg': FW_CFG, 'fw_cfg_entry': FW_CFG_ENTRY}
+       'fw_cfg': FW_CFG, 'fw_cfg_entry': FW_CFG_ENTRY, 'link': LINK}
 
 
 class MissingTool(Exception):
@@ -242,6 +247,10 @@ class GuestReport:
     #: The fw_cfg topology entry the guest read; None: it found none.
     fw_cfg: str | None
     lines: list[str]
+    #: PCIe function -> (max_link_speed, max_link_width,
+    #: current_link_speed, current_link_width) as its sysfs shows them.
+    links: dict[str, tuple[str, str, str, str]] = dataclasses.field(
+        default_factory=dict)
 
 
 def parse_report(console: str) -> GuestReport | None:
@@ -257,8 +266,14 @@ def parse_report(console: str) -> GuestReport | None:
     node_cpus = {}
     acpi_tables: list[str] = []
     fw_cfg = None
+    links = {}
     for line in lines:
         words = line.split()
+        if words[:1] == [LINK] and len(words) > 2:
+            fields = [f.strip() for f in line.split(None, 2)[2].split('|')]
+            if len(fields) == 4:
+                links[words[1]] = tuple(fields)
+            continue
         if words[:1] == [PCI] and len(words) == 7:
             functions.append(PciFunction(
                 address=words[1], vendor=int(words[2], 16),
@@ -275,7 +290,7 @@ def parse_report(console: str) -> GuestReport | None:
             fw_cfg = words[1] if len(words) == 2 else None
     return GuestReport(functions=functions, distances=distances,
                        node_cpus=node_cpus, acpi_tables=acpi_tables,
-                       fw_cfg=fw_cfg, lines=lines)
+                       fw_cfg=fw_cfg, lines=lines, links=links)
 
 
 def which(name: str) -> str:

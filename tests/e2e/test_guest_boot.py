@@ -53,7 +53,9 @@ import testtools
 from testtools import content
 
 from lab import nccl_paths
+from nova_gpu_p2p.guest import root_port_links
 from nova_gpu_p2p.guest import topology_description
+from nova_gpu_p2p import min_versions
 from nova_gpu_p2p_guest import cli
 from tests.e2e import guest_domain
 from tests.e2e import guest_image
@@ -398,6 +400,32 @@ class GuestBootTest(testtools.TestCase):
         self.assertEqual(entry.text, boot.report.fw_cfg,
                          'the fw_cfg entry read in the guest')
 
+    def assert_root_ports_at_host_links(self, boot: Boot) -> None:
+        """Each stand-in's root port reads the host link in guest sysfs.
+
+        The corpus host's L40S cards are Gen4 x16 on Gen5 root ports: the
+        link NCCL reads on the host is 16 GT/s x16, and the driver sets
+        each guest root port to it (QEMU's own default is x32), so that
+        NCCL and nvidia-smi without the guest agent read the host's.
+        """
+        wanted = guest_domain.port_links(self.nova_xml)
+        self.assertEqual(
+            {p.host_device: {'x-speed': '16', 'x-width': '16'}
+             for p in self.placements}, wanted,
+            'root port overrides in Nova\'s XML')
+        seen = []
+        for placement, function in self.stand_ins(boot).items():
+            port = function.parents[0]
+            link = boot.report.links.get(port)
+            seen.append('%s: root port %s %s' % (placement.host_device, port,
+                                                 link))
+            self.assertEqual(('16.0 GT/s PCIe', '16'),
+                             link[:2] if link else None,
+                             'max_link_speed/width of guest root port %s'
+                             % port)
+        self._record('%s: guest root port links %s'
+                     % (boot.name, '; '.join(seen)))
+
     # The tests.
 
     def test_layout_as_nova_built_it(self) -> None:
@@ -486,10 +514,56 @@ class GuestBootTest(testtools.TestCase):
     def test_seabios(self) -> None:
         boot = self.boot('seabios')
         self.assert_promises_kept(boot)
+        self.assert_root_ports_at_host_links(boot)
         self.assert_nccl_sees_the_host(boot)
 
     def test_ovmf(self) -> None:
         self.assert_promises_kept(self.boot('ovmf', ovmf=True))
+
+    def test_root_port_speeds_this_qemu_accepts(self) -> None:
+        """QEMU 9.2 and later take 32 GT/s on a root port; older refuse it.
+
+        The driver picks its ``x-speed`` by the QEMU version
+        (:mod:`nova_gpu_p2p.guest.root_port_links`); this stack's QEMU must
+        accept what it picks for a Gen5 link, and refuse 32 GT/s exactly
+        where the driver does not use it. A paused QEMU still running after
+        a few seconds accepted its command line.
+        """
+        self._need_stack()
+        here = stack.current()
+        text = subprocess.run(here.command('qemu-system-x86_64', '--version'),
+                              capture_output=True, text=True,
+                              timeout=60).stdout
+        version = tuple(int(n) for n in re.search(
+            r'version (\d+)\.(\d+)\.(\d+)', text).groups())
+
+        def accepts(speed: str) -> bool:
+            # coreutils' timeout, in the stack's root: exit status 124 is
+            # a QEMU that started (Python's own timeout is eventlet's here,
+            # and would leave QEMU running under nsenter).
+            argv = here.command(
+                'timeout', '8', 'qemu-system-x86_64', '-machine',
+                'q35,accel=tcg', '-nodefaults', '-display', 'none', '-S',
+                '-device',
+                'pcie-root-port,id=rp,chassis=1,x-speed=%s,x-width=16'
+                % speed)
+            process = subprocess.run(argv, capture_output=True, text=True,
+                                     timeout=120)
+            self.addDetail('qemu x-speed=%s' % speed, content.text_content(
+                'exit %d: %s' % (process.returncode, process.stderr)))
+            return process.returncode == 124
+
+        gen5 = root_port_links.port_link(
+            {'link_speed': '32.0 GT/s PCIe', 'link_width': 16}, version)
+        takes_32 = accepts('32')
+        # Each accepted probe waits its timeout: ask once per value.
+        picked = takes_32 if gen5.speed == '32' else accepts(gen5.speed)
+        self._record('QEMU %s: x-speed=32 %s; the driver writes %s for a '
+                     'Gen5 x16 link' % ('.'.join(map(str, version)),
+                                        'accepted' if takes_32 else
+                                        'refused', gen5))
+        self.assertEqual(version >= min_versions.QEMU_PCIE_GEN5, takes_32)
+        self.assertTrue(picked)
 
     def test_without_acpi(self) -> None:
         """Why ``<acpi/>`` matters: without it the guest sees neither.

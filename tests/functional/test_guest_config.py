@@ -29,6 +29,7 @@ from nova.virt import hardware
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p.guest import topology_description
 from tests.cloud import nova_cloud as base
+from tests.fixtures import qemu_override
 from tests.fixtures import waits
 
 NS = {'qemu': libvirt_config.QEMU_NS, 'gpu_p2p': libvirt_config.GPU_P2P_NS}
@@ -66,13 +67,16 @@ def expander_buses(xml: etree._Element) -> dict[int, etree._Element]:
 
 def clique_ids(xml: etree._Element) -> dict[str, int]:
     """``x-nv-gpudirect-clique`` by device alias."""
-    ids = {}
-    for device in xml.findall('./qemu:override/qemu:device', NS):
-        prop = device.find(
-            './qemu:frontend/qemu:property[@name="%s"]'
-            % libvirt_config.CLIQUE_PROPERTY, NS)
-        ids[device.get('alias')] = int(prop.get('value'))
-    return ids
+    return qemu_override.cliques_by_alias(xml)
+
+
+def root_port_aliases(xml: etree._Element) -> set[str]:
+    """libvirt's aliases (``pci.N``) of the pcie-root-ports we add."""
+    return {'pci.%d' % index for index, c in pci_controllers(xml).items()
+            if c.get('model') == 'pcie-root-port'
+            and c.find('./address') is not None
+            and int(c.find('./address').get('bus'), 16)
+            in expander_buses(xml)}
 
 
 def gpu_cliques(xml: etree._Element) -> dict[str, int]:
@@ -381,7 +385,12 @@ class GuestConfigTest(waits.PatientWaits, LayoutAssertions,
             CLIQUE_KEY: 'none', AFFINITY_KEY: 'required'})
         server = self.boot(flavor)
         xml = self.assert_full_layout(server, gpus=8)
-        self.assertIsNone(xml.find('./qemu:override', NS))
+        # Nothing QEMU-specific but the root ports' host links.
+        self.assertEqual({}, clique_ids(xml))
+        links = qemu_override.root_port_links(xml)
+        self.assertEqual(root_port_aliases(xml), set(links))
+        self.assertEqual(len(xml.findall('./qemu:override/qemu:device',
+                                         NS)), len(links))
         self.assertEqual([], xml.findall('./devices/hostdev/alias'))
         self.assertEqual(2, len(expander_buses(xml)))
         self.assert_distances_copied(xml, 'host1')

@@ -96,7 +96,7 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
         xml = self.domain_xml(server)
         # The pair is PHB now: no clique; the NUMA layout still holds.
         self.assertEqual({}, layout.gpu_cliques(xml))
-        self.assertIsNone(xml.find('./qemu:override', layout.NS))
+        self.assertEqual({}, layout.clique_ids(xml))
         self.assertEqual(1, len(layout.expander_buses(xml)))
         lost = layout.decision(xml).findall('gpu_p2p:lost', layout.NS)
         self.assertEqual(1, len(lost))

@@ -95,7 +95,7 @@ class WholeBoardTest(waits.PatientWaits, layout.LayoutAssertions,
         self.assertEqual(1, len({index[a] for a in NODE1_GPUS}))
         self.assertEqual(2, len(layout.expander_buses(xml)))
         # No clique: the guest's Fabric Manager gives the GPUs NVLink.
-        self.assertIsNone(xml.find('./qemu:override', layout.NS))
+        self.assertEqual({}, layout.clique_ids(xml))
         # The guest agent counts the switches as no GPU.
         record = layout.decision(xml)
         self.assertEqual(

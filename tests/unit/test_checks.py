@@ -29,6 +29,7 @@ from oslo_upgradecheck import upgradecheck
 
 from nova_gpu_p2p.checks import acs
 from nova_gpu_p2p.checks import firmware
+from nova_gpu_p2p.checks import guest_links
 from nova_gpu_p2p.checks import host
 from nova_gpu_p2p.checks import numa
 from nova_gpu_p2p.checks import nvswitch
@@ -932,3 +933,50 @@ class TestFindingsAndAll(base.TestCase):
         self.assertIn('vfio-pci', [c.subject for c in checks])
         self.assertNotIn(WARN, [c.code for c in checks
                                 if c.subject.startswith('0000')])
+
+
+class TestGuestLinks(base.TestCase):
+    """Which bandwidths guests see, with and without the agent."""
+
+    def host(self, gpu_gen='32.0', port_gen='32.0'):
+        port = dataclasses.replace(
+            bridge('0000:00:01.0', model.PortType.ROOT_PORT),
+            link_speed='%s GT/s PCIe' % port_gen, link_width=16)
+        gpu = dataclasses.replace(fn('0000:01:00.0', '0000:00:01.0'),
+                                  link_speed='%s GT/s PCIe' % gpu_gen,
+                                  link_width=16)
+        return topo(port, gpu)
+
+    def check(self, topology, libvirt=(10, 0, 0), qemu=(9, 2, 0),
+              cpu=None):
+        return guest_links.check_guest_links(
+            topology, versions.HostVersions(libvirt, qemu), cpu)
+
+    def test_new_qemu_guests_read_the_hosts_links(self):
+        [row] = self.check(self.host(), cpu={
+            'vendor': 'GenuineIntel', 'familyid': 6, 'modelid': 143})
+        self.assertEqual(upgradecheck.Code.SUCCESS, row.code)
+        self.assertIn("root ports carry this host's links (1 GPUs",
+                      row.message)
+        self.assertIn('socket-to-socket rate: GenuineIntel family 6 model '
+                      '143 (a guest with a named CPU model', row.message)
+
+    def test_old_qemu_shows_gen5_as_gen4(self):
+        [row] = self.check(self.host(), qemu=(7, 2, 0))
+        self.assertEqual(upgradecheck.Code.WARNING, row.code)
+        self.assertIn("read 1 devices' 32.0 GT/s PCIe links (0000:01:00.0) "
+                      'as 16 GT/s', row.message)
+        self.assertIn('with the guest agent', row.message)
+        self.assertIn('upgrade QEMU to 9.2.0', row.fix)
+
+    def test_old_qemu_fine_for_a_gen5_card_in_a_gen4_slot(self):
+        [row] = self.check(self.host(port_gen='16.0'), qemu=(7, 2, 0))
+        self.assertEqual(upgradecheck.Code.SUCCESS, row.code)
+
+    def test_no_override_in_old_libvirt(self):
+        [row] = self.check(self.host(), libvirt=(8, 1, 0))
+        self.assertEqual(upgradecheck.Code.WARNING, row.code)
+        self.assertIn('no <qemu:override>', row.message)
+
+    def test_no_known_links_no_row(self):
+        self.assertEqual([], self.check(topo(fn('0000:01:00.0'))))

@@ -38,6 +38,7 @@ from nova_gpu_p2p import driver
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.guest import libvirt_config
+from nova_gpu_p2p.guest import plan as plan_mod
 from nova_gpu_p2p import min_versions
 from nova_gpu_p2p import nova_signatures
 from nova_gpu_p2p import outage
@@ -189,6 +190,16 @@ class TestGetGuestConfig(base.TestCase):
         self.assertEqual(
             ['ua-gpu-p2p-0000-03-00-0', 'ua-gpu-p2p-0000-04-00-0'],
             [d.alias for d in result.qemu_override.devices])
+
+    def test_host_cpu_read_for_the_plan(self):
+        cpu = {'vendor': 'GenuineIntel', 'familyid': 6, 'modelid': 143}
+        read = self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.topology.host_cpu.read', return_value=cpu)).mock
+        decide = self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.guest.plan.decide', wraps=plan_mod.decide)).mock
+        self.call(self.instance(**{'hw:gpu_p2p_clique': 'auto'}))
+        read.assert_called_once_with()
+        self.assertEqual(cpu, decide.call_args[0][3].host_cpu)
 
     def test_one_info_line_per_call(self):
         instance = self.instance(**{'hw:gpu_p2p_clique': 'auto'})

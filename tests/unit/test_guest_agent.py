@@ -397,7 +397,13 @@ class TestRefusals(HandMadeBase):
                 (lambda d: d['switches']['s0'].update(link_speed='"<x>'),
                  'switch \'s0\': "link_speed"'),
                 (lambda d: d['devices'].append(dict(d['devices'][0])),
-                 'a second device on expander bus'))):
+                 'a second device on expander bus'),
+                (lambda d: d.update(cpu={'vendor': 'GenuineIntel<',
+                                         'familyid': 6, 'modelid': 143}),
+                 'cpu: "vendor" must be a CPUID vendor string'),
+                (lambda d: d.update(cpu={'vendor': 'GenuineIntel',
+                                         'familyid': 6, 'modelid': '143'}),
+                 'cpu: "modelid" must be an integer from 0 to 4095'))):
             description = json.loads(json.dumps(self.description))
             change(description)
             self.sysfs = os.path.join(self.root, 'sys-%d' % number)
@@ -536,6 +542,30 @@ class TestHostileFiles(HandMadeBase):
         cpuinfo = os.path.join(self.proc, 'cpuinfo')
         self.replace(cpuinfo, 'fifo')
         self.assertRefused(cpuinfo, 'not a regular file')
+
+
+class TestHostCpu(AgentBase):
+    """The host's CPU from the description wins over the guest's CPUID."""
+
+    def test_host_cpu_written_whatever_the_guest_runs(self):
+        description = hand_made_description()
+        description['cpu'] = {'vendor': 'AuthenticAMD', 'familyid': 175,
+                              'modelid': 17}
+        self.build(description)
+        self.assertEqual(0, self.run_agent()[0])
+        cpus = ElementTree.fromstring(self.written()).findall('cpu')
+        self.assertEqual(
+            [('x86_64', 'AuthenticAMD', '175', '17')] * 2,
+            [(c.get('arch'), c.get('vendor'), c.get('familyid'),
+              c.get('modelid')) for c in cpus])
+
+    def test_guest_cpu_without_the_hosts(self):
+        self.build(hand_made_description())
+        self.assertEqual(0, self.run_agent()[0])
+        cpus = ElementTree.fromstring(self.written()).findall('cpu')
+        self.assertEqual({('GenuineIntel', '6', '143')},
+                         {(c.get('vendor'), c.get('familyid'),
+                           c.get('modelid')) for c in cpus})
 
 
 class TestTree(base.TestCase):

@@ -161,8 +161,11 @@ class TestSysfs(base.TestCase):
     def test_device_not_in_sysfs_hangs_off_an_unknown_cpu(self):
         topology = nccl_paths.Topology(self.root)
         topology.add_gpu('0000:99:00.0')
+        # No sysfs path and no NVML: NCCL sets empty links (xml.cc
+        # 691-697, 720-726), read later as 60 per lane and x16.
         self.assertEqual('<system version="1"><cpu numaid="-1">'
-                         '<pci busid="0000:99:00.0" class="0x03"><gpu />'
+                         '<pci busid="0000:99:00.0" class="0x03" '
+                         'link_speed="" link_width=""><gpu />'
                          '</pci></cpu></system>', topology.to_xml())
 
     def _dump(self, gpus):
@@ -170,6 +173,63 @@ class TestSysfs(base.TestCase):
         for gpu in gpus:
             topology.add_gpu(gpu)
         return topology.to_xml()
+
+
+class TestLinks(base.TestCase):
+    """Links, bandwidths and NIC ports as NCCL v2.30.7 reads them."""
+
+    def test_link_is_the_lower_of_device_and_port(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        write_tree(root, {'pci0000:00/0000:00:01.0/0000:01:00.0': NIC_CLASS},
+                   {'pci0000:00': 0})
+        port = os.path.join(root, 'devices', 'pci0000:00', '0000:00:01.0')
+        for directory, speed, width in (
+                (port, '16.0 GT/s PCIe', '16'),
+                (os.path.join(port, '0000:01:00.0'), '32.0 GT/s PCIe', '8')):
+            for name, value in (('max_link_speed', speed),
+                                ('max_link_width', width)):
+                with open(os.path.join(directory, name), 'w') as f:
+                    f.write(value + '\n')
+        topology = nccl_paths.Topology(root)
+        topology.add_nic('0000:01:00.0')
+        self.assertIn('link_speed="16.0 GT/s PCIe" link_width="8"',
+                      topology.to_xml())
+
+    def test_link_bandwidths(self):
+        self.assertEqual(
+            [48.0, 24.0, 12.0, 3.0, 96.0, 0.75, 24.0, 12.0],
+            [nccl_paths.link_bw(speed, width) for speed, width in (
+                ('32.0 GT/s PCIe', '16'), ('16.0 GT/s PCIe', '16'),
+                ('8.0 GT/s PCIe', '16'), ('2.5 GT/s PCIe', '16'),
+                ('64.0 GT/s PCIe', '16'), ('5 GT/s', '0x2'),
+                ('16 GT/s', ''), ('', '16'))])
+
+    def test_socket_to_socket_bandwidth_by_cpu(self):
+        def cpu(vendor, model, family='6', arch='x86_64'):
+            return nccl_paths.ElementTree.Element(
+                'cpu', arch=arch, vendor=vendor, familyid=family,
+                modelid=str(model))
+        self.assertEqual(
+            [6.0, 10.0, 22.0, 40.0, 16.0, 6.0],
+            [nccl_paths.inter_cpu_bw(c) for c in (
+                cpu('GenuineIntel', 0x4f), cpu('GenuineIntel', 0x55),
+                cpu('GenuineIntel', 0x8f), cpu('GenuineIntel', 0xcf),
+                cpu('AuthenticAMD', 1, '175'),
+                cpu('', 0, arch='arm64'))])
+
+    def test_ports_of_one_nic_are_one_node(self):
+        text = system((0, switch('0000:f0:00.0', device('0000:05:00.0'),
+                                 device('0000:06:00.0', NIC_CLASS),
+                                 device('0000:06:00.1', NIC_CLASS))))
+        topology = nccl_paths.Topology(topo_xml=text)
+        topology.add_gpu('0000:05:00.0')
+        topology.add_nic('0000:06:00.0', 50.0)
+        topology.add_nic('0000:06:00.1', 50.0)
+        kinds, links = topology.graph()
+        self.assertEqual([('NIC', '0000:06:00.0')],
+                         [k for k in kinds if kinds[k] == 'NIC'])
+        self.assertEqual({('NET', '0000:06:00.0'), ('NET', '0000:06:00.1')},
+                         {k for k in kinds if kinds[k] == 'NET'})
 
 
 SWITCH = ('<pci busid="%s" class="0x060400" link_speed="32.0 GT/s PCIe" '

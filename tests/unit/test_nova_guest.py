@@ -34,6 +34,7 @@ from nova_gpu_p2p.guest import metadata
 from nova_gpu_p2p.guest import nova_guest
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.guest import plan as plan_mod
+from nova_gpu_p2p.guest import root_port_links as rpl
 from nova_gpu_p2p.topology import model
 from tests.unit import base
 
@@ -193,6 +194,14 @@ class TestReadFacts(NovaGuestBase):
         self.assertEqual((9, 0, 0), facts.libvirt_version)
         self.assertEqual(16 * GiB, facts.memory)
 
+    def test_host_cpu(self):
+        self.assertIsNone(self.read().host_cpu)
+        cpu = {'vendor': 'GenuineIntel', 'familyid': 6, 'modelid': 143}
+        facts = nova_guest.read_facts(self.guest, instance(0, 1), (9, 0, 0),
+                                      46, (7, 2, 0), cpu)
+        self.assertEqual((cpu, (7, 2, 0)), (facts.host_cpu,
+                                            facts.qemu_version))
+
     def test_no_numa_topology(self):
         self.assertIsNone(self.read(instance()).host_node_of_cell)
 
@@ -283,14 +292,15 @@ class TestReadFacts(NovaGuestBase):
 
 
 def make_plan(cliques=None, buses=(), hole=None, distances=None, notes=(),
-              devs=(), clique='auto', numa='preferred'):
+              devs=(), clique='auto', numa='preferred', port_links=None):
     return plan_mod.GuestPlan(
         request=extra_specs.GPUP2PRequest(
             clique=extra_specs.parse_clique(clique),
             numa_affinity=extra_specs.parse_numa_affinity(numa)),
         devices=tuple(devs), cliques=dict(cliques or {}),
         buses=eb.BusLayout(buses=tuple(buses)), hole64=hole,
-        distances=distances, notes=tuple(notes))
+        distances=distances, notes=tuple(notes),
+        port_links=dict(port_links or {}))
 
 
 BUS_0 = eb.ExpanderBus(index=1, bus_nr=252, guest_node=0, host_numa_node=0,
@@ -424,6 +434,28 @@ class TestApply(NovaGuestBase):
         self.assertEqual('0x03', dom.find('address').get('bus'))
         self.assertEqual('0x09', dom.find('source/address').get('bus'))
         self.assertEqual(1, len(result.qemu_override.devices))
+
+    def test_root_ports_at_the_host_link(self):
+        result = nova_guest.apply(self.guest, make_plan(
+            cliques={GPU_A: 0}, buses=[BUS_0, BUS_1], port_links={
+                2: rpl.PortLink('32', '16'), 5: rpl.PortLink('2_5', None)}))
+        dom = result.format_dom()
+        override = dom.find(QEMU + 'override')
+        found = {d.get('alias'): [(p.get('name'), p.get('type'),
+                                   p.get('value'))
+                                  for p in d.iter(QEMU + 'property')]
+                 for d in override.findall(QEMU + 'device')}
+        # libvirt names PCI controller N pci.N; port 3 (the VF's) has no
+        # known host link and keeps QEMU's defaults.
+        self.assertEqual({
+            'ua-gpu-p2p-0000-03-00-0': [
+                ('x-nv-gpudirect-clique', 'unsigned', '0')],
+            'pci.2': [('x-speed', 'string', '32'),
+                      ('x-width', 'string', '16')],
+            'pci.5': [('x-speed', 'string', '2_5')]}, found)
+        ports = [c for c in dom.findall('devices/controller')
+                 if c.get('model') == 'pcie-root-port']
+        self.assertEqual(['2', '3', '5'], [c.get('index') for c in ports])
 
     def test_interface_not_placed_untouched(self):
         result = nova_guest.apply(self.guest, make_plan(buses=[BUS_1]))

@@ -188,6 +188,23 @@ class TestArgvChecker(base.TestCase):
                 'vfio-pci,host=0000:03:00.0,bus=pci.2,addr=0x0,'
                 'x-nv-gpudirect-clique=3,rombar=off'))
 
+    def test_root_port_link(self):
+        xml = edit(XML, '  </qemu:override>', (
+            '<qemu:device alias="pci.2"><qemu:frontend>'
+            '<qemu:property name="x-speed" type="string" value="32"/>'
+            '<qemu:property name="x-width" type="string" value="16"/>'
+            '</qemu:frontend></qemu:device></qemu:override>'))
+        good = changed(DEVICES, 'pci.2', **{'x-speed': '32',
+                                            'x-width': 16})
+        self.assertEqual([], self.problems(good, xml))
+        self.assertCaught('vfio-pci 0000:03:00.0: root port pci.2 has '
+                          'x-speed=None, the XML sets 32',
+                          self.problems(DEVICES, xml))
+        self.assertCaught('x-speed/x-width for alias pci.1, which names no '
+                          'pcie-root-port', self.problems(
+                              good, edit(xml, 'alias="pci.2"',
+                                         'alias="pci.1"')))
+
     def test_wrong_clique(self):
         self.assertCaught(
             'vfio-pci 0000:04:00.0: x-nv-gpudirect-clique=1, the XML asks 0',

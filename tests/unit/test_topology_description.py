@@ -74,6 +74,14 @@ class TestDescribe(tgp.DecideBase):
         self.assertEqual({'s0': {'link_speed': None, 'link_width': None}},
                          described['switches'])
 
+    def test_host_cpu_when_known(self):
+        cpu = {'vendor': 'GenuineIntel', 'familyid': 6, 'modelid': 143}
+        result = self.decide(AFFINITY, (GPU_A, GPU_B),
+                             guest=tgp.facts(host_cpu=cpu))
+        self.assertEqual(cpu, td.decode(result.guest_topology)['cpu'])
+        _, described = self.described()
+        self.assertNotIn('cpu', described)
+
     def test_pairs_in_host_classes(self):
         _, described = self.described()
         self.assertEqual(
