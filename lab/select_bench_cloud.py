@@ -488,7 +488,6 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         """The statuses a boot may end in."""
         return ('ACTIVE', 'ERROR') if refusable else 'ACTIVE'
 
-
     def batch_here(self, stock: bool) -> None:
         """:meth:`batch` on this cloud, its servers deleted after."""
         for server in self.batch(stock):

@@ -526,9 +526,9 @@ class TestBoundedHosts(_Base):
             'GPUP2PCliqueFilter'))
         # Hosts h0..h7; host n has n+2 free GPUs in its clique (leftover
         # n for a pair), listed worst first; h8 has no free pair.
-        self.hosts = [_host('h%d' % n, _pools(*[0] * 10, used=range(n + 2,
-                                                                     10)),
-                            [_candidate(0, 1)]) for n in reversed(range(8))]
+        self.hosts = [
+            _host('h%d' % n, _pools(*[0] * 10, used=range(n + 2, 10)),
+                  [_candidate(0, 1)]) for n in reversed(range(8))]
         self.hosts.append(_host('h8', _pools(0, 1), [_candidate(0, 1)]))
 
     def passed(self, spec, refused=()):
