@@ -777,7 +777,7 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
               'placement s',
               'states s', 'filters s', 'ours s', 'NUMA s', 'PCI s',
               'weigh s', 'claim', 'candidates', 'fitting', 'kept', 'one',
-              'best'))
+              'best') + ' placed')
     records = [row for row in result['records'] if not row.get('batch')]
     for row in records:
         by_class = row['filter_seconds_by_class']
@@ -795,7 +795,8 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
                   row['weigher_seconds'], row['claim_seconds'],
                   row['candidates'], row['hosts_fitting'], row['hosts_kept'],
                   'yes' if row['one_group'] else 'no',
-                  'yes' if row['best_fit'] else 'no'))
+                  'yes' if row['best_fit'] else 'no')
+              + (' yes' if row.get('placed', True) else ' no'))
     batches = [row for row in result['records'] if row.get('batch')]
     if batches:
         print_select_destinations_batches({'records': batches})
