@@ -123,6 +123,10 @@ class Sizes:
     #: each; and [gpu_p2p] candidates_per_host (None: the default).
     select_caps: tuple[float, ...] = (2,)
     select_keep: int | None = None
+    #: Each request also with stock Nova's filters (ours left out), and a
+    #: batch of select_bench_cloud.BATCH servers on each cloud, each way.
+    select_stock: bool = False
+    select_batch: bool = False
     #: select_destinations_batches' cloud sizes, shapes and servers per
     #: request (0: select_bench_cloud.BATCH, two per host at 10 hosts).
     batch_hosts: tuple[int, ...] = (10, 50)
@@ -147,7 +151,7 @@ QUICK = Sizes(
     scale_calls=1, scale_gpus=((1, 1), (4, 2)), scale_nodes=((8, 1), (8, 2)),
     scheduling_ops=200, scheduling_rounds=1, cloud_hosts=(2,),
     cloud_caps=(0,), select_hosts=(2,), select_shapes=('hgx-fabric-manager',),
-    select_caps=(2, 1),
+    select_caps=(2, 1), select_stock=True, select_batch=True,
     batch_hosts=(2,), batch_shapes=('hgx-fabric-manager',), batch_size=4,
     fabric_sequences=((2, 2, 4),), privsep_rounds=1, stall_rounds=1,
     verify_p2p_rounds=1, verify_p2p_mib=1, capacity_hosts=(20,),
@@ -744,13 +748,18 @@ def select_destinations_at_cloud_size() -> dict:
     # Nova's functional test code, only where an in-process cloud runs.
     from lab import select_bench_cloud
     sizes = {'sizes': SIZES.select_gpus} if SIZES.select_gpus else {}
+    if QUICK_RUN and SIZES.select_batch:
+        # Two cloud hosts, one running a pair: three free halves.
+        sizes['batch_size'] = 2
     return {'candidates_per_host': SIZES.select_keep, 'records': [
         record for hosts in SIZES.select_hosts
         for shape in SIZES.select_shapes or select_bench_cloud.SHAPES
         for record in _with_load(cloud_runner.run(
             'select', cloud=SELECT_CLOUD, shape=shape, hosts=hosts,
             caps_per_host=SIZES.select_caps,
-            candidates_per_host=SIZES.select_keep, **sizes))]}
+            candidates_per_host=SIZES.select_keep,
+            compare_stock=SIZES.select_stock,
+            with_batch=SIZES.select_batch, **sizes))]}
 
 
 def _with_load(records: list[dict]) -> list[dict]:
@@ -766,20 +775,22 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
           'candidates_per_host %s; every other host running a required '
           'pair)' % ('default' if result['candidates_per_host'] is None
                      else result['candidates_per_host']))
-    print('  %-20s %5s %4s %4s %-8s %8s %11s %8s %9s %6s %6s %6s %7s %6s '
-          '%10s %8s %6s %5s %4s' % (
-              'shape', 'hosts', 'cap', 'GPUs', 'flavor', 'select s',
+    print('  %-20s %5s %4s %4s %-8s %-5s %8s %11s %8s %9s %6s %6s %6s '
+          '%7s %6s %10s %8s %6s %5s %4s' % (
+              'shape', 'hosts', 'cap', 'GPUs', 'flavor', 'nova', 'select s',
               'placement s',
               'states s', 'filters s', 'ours s', 'NUMA s', 'PCI s',
               'weigh s', 'claim', 'candidates', 'fitting', 'kept', 'one',
-              'best'))
-    for row in result['records']:
+              'best') + ' placed')
+    records = [row for row in result['records'] if not row.get('batch')]
+    for row in records:
         by_class = row['filter_seconds_by_class']
-        print('  %-20s %5d %4g %4d %-8s %8.2f %11.2f %8.2f %9.2f %6.2f '
+        print('  %-20s %5d %4g %4d %-8s %-5s %8.2f %11.2f %8.2f %9.2f %6.2f '
               '%6.2f %6.2f %7.2f %6.2f %10d %8d %6d %5s %4s' % (
                   row['shape'], row['hosts'], row['cap_per_host'],
                   row['gpus'],
                   'required' if row['required'] else 'plain',
+                  'stock' if row.get('stock') else 'ours',
                   row['select_seconds'], row['placement_seconds'],
                   row['host_state_seconds'], row['filter_seconds'],
                   by_class.get('GPUP2PCliqueFilter', 0.0),
@@ -788,8 +799,12 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
                   row['weigher_seconds'], row['claim_seconds'],
                   row['candidates'], row['hosts_fitting'], row['hosts_kept'],
                   'yes' if row['one_group'] else 'no',
-                  'yes' if row['best_fit'] else 'no'))
-    starts = {(row['shape'], row['hosts']): row for row in result['records']}
+                  'yes' if row['best_fit'] else 'no')
+              + (' yes' if row.get('placed', True) else ' no'))
+    batches = [row for row in result['records'] if row.get('batch')]
+    if batches:
+        print_select_destinations_batches({'records': batches})
+    starts = {(row['shape'], row['hosts']): row for row in records}
     for (shape, size), row in starts.items():
         print('  %s, %d hosts: cloud started in %.0f s; load average %.1f '
               'after its requests' % (shape, size, row['start_seconds'],
@@ -802,7 +817,10 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
           'fitting: hosts with a free set that fits the flavor; kept: '
           'hosts Nova\'s filters passed; one: the GPUs claimed are one '
           'clique (Fabric Manager: one partition); best: and leave as few '
-          'free in their clique (half board) as any fitting claim could')
+          'free in their clique (half board) as any fitting claim could; '
+          'nova: ours (GPUP2PCliqueFilter and weigher) or stock (Nova\'s '
+          'filters and weighers alone, same cloud and settings); ours s '
+          'holds Nova\'s filters over the batches it hands them')
 
 
 SELECT_BATCHES = 'select_destinations_batches'
@@ -827,13 +845,16 @@ def select_destinations_batches() -> dict:
 def print_select_destinations_batches(result: dict) -> None:
     print('\nScheduling batches: one request for N required servers '
           '(lab/select_bench_cloud.py; idle hosts, settings as above)')
-    print('  %-20s %5s %7s %4s %8s %12s %9s %11s %9s %6s %8s' % (
-        'shape', 'hosts', 'servers', 'GPUs', 'select s', 'per server s',
-        'single s', 'placement s', 'filters s', 'hosts', 'one'))
+    print('  %-20s %5s %-5s %7s %4s %8s %12s %9s %11s %9s %6s %8s' % (
+        'shape', 'hosts', 'nova', 'servers', 'GPUs', 'select s',
+        'per server s', 'single s', 'placement s', 'filters s', 'hosts',
+        'one'))
     for row in result['records']:
-        print('  %-20s %5d %7d %4d %8.2f %12.3f %9.2f %11.2f %9.2f %6s '
+        print('  %-20s %5d %-5s %7d %4d %8.2f %12.3f %9.2f %11.2f %9.2f %6s '
               '%8s' % (
-                  row['shape'], row['hosts'], row['servers'], row['gpus'],
+                  row['shape'], row['hosts'],
+                  'stock' if row.get('stock') else 'ours',
+                  row['servers'], row['gpus'],
                   row['select_seconds'], row['per_server_seconds'],
                   row['single_seconds'], row['placement_seconds'],
                   row['filter_seconds'],
@@ -1352,6 +1373,11 @@ def main(argv: list[str]) -> int:
         'asked under each in turn (default 2)' % SELECT)
     parser.add_argument('--select-keep', type=int,
                         help='%s\'s [gpu_p2p] candidates_per_host' % SELECT)
+    parser.add_argument('--select-stock', action='store_const', const=True,
+                        help='%s: each request also with stock Nova\'s '
+                        'filters and weighers' % SELECT)
+    parser.add_argument('--select-batch', action='store_const', const=True,
+                        help='%s: a --min 20 batch on each cloud too' % SELECT)
     args = parser.parse_args(argv)
     global SIZES, QUICK_RUN
     QUICK_RUN = args.quick
@@ -1360,7 +1386,9 @@ def main(argv: list[str]) -> int:
               'select_shapes': args.select_shapes,
               'select_gpus': args.select_gpus,
               'select_caps': args.select_caps,
-              'select_keep': args.select_keep}
+              'select_keep': args.select_keep,
+              'select_stock': args.select_stock,
+              'select_batch': args.select_batch}
     SIZES = dataclasses.replace(SIZES, **{
         name: value for name, value in chosen.items() if value is not None})
     if args.child:

@@ -38,6 +38,7 @@ import itertools
 import random
 import time
 
+from nova.scheduler import filters
 from oslo_config import fixture as config_fixture
 
 from nova_gpu_p2p import scheduler
@@ -153,6 +154,40 @@ def run(case: Case, keep: int = 2, cap: int = CAP) -> dict:
             'our_filter_seconds': ours_seconds,
             'hosts_fitting': fitting, 'hosts_kept': kept,
             'hosts_rejected_all': rejected_all}
+
+
+def whole_cloud(case: Case, per_host: int = 1) -> dict:
+    """One request through Nova's filter handler, stock and ours, timed.
+
+    Every host at once, as nova-scheduler filters them: stock is Nova's
+    two filters over every host's candidates (placement's cap
+    ``per_host`` a host); ours is ``GPUP2PCliqueFilter`` first, which
+    for ``required`` hands on only the best-fitting few hosts that
+    Nova's two pass, then Nova's two over those.
+    """
+    rows = answer(case, per_host * case.hosts)
+    with scale._nova_config(), config_fixture.Config(
+            scale.nova_conf.CONF) as options:
+        options.config(group='filter_scheduler', enabled_filters=[
+            'GPUP2PCliqueFilter'] + [f.__name__ for f in scale.NOVA_FILTERS],
+            available_filters=['nova.scheduler.filters.all_filters',
+                               'nova_gpu_p2p.scheduler.GPUP2PCliqueFilter'])
+        spec = scale._request_spec(case.request, case.required,
+                                   case.numa_nodes)
+        handler = filters.HostFilterHandler()
+        found = {}
+        for name, chain in (
+                ('stock', [f() for f in scale.NOVA_FILTERS]),
+                ('ours', [scheduler.GPUP2PCliqueFilter()]
+                 + [f() for f in scale.NOVA_FILTERS])):
+            hosts = [scale._scheduler_host(case.layout, candidates, spec,
+                                           BUSY if index % 2 else ())
+                     for index, candidates in enumerate(rows) if candidates]
+            start = time.perf_counter()
+            kept = handler.get_filtered_objects(chain, hosts, spec)
+            found[name + '_seconds'] = time.perf_counter() - start
+            found[name + '_kept'] = len(kept)
+    return {'case': case.name, 'hosts': case.hosts, **found}
 
 
 def _passes(filters, host, spec) -> bool:

@@ -38,6 +38,7 @@ Nova logs at INFO (see :meth:`SelectCloud.setUp`).
 """
 
 from collections.abc import Callable
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -54,6 +55,7 @@ from nova.scheduler import utils as scheduler_utils
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.scheduler import clique_filter
+from nova_gpu_p2p.scheduler import clique_fit_weigher
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p import traits
 from tests.cloud import nova_cloud
@@ -120,6 +122,11 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     caps_per_host: tuple[float, ...] = (2,)
     #: ``[gpu_p2p] candidates_per_host``; None: the default.
     candidates_per_host: int | None = None
+    #: Each request asked again with stock Nova's filters and weighers
+    #: (ours left out), on the same cloud.
+    compare_stock = False
+    #: :meth:`select` also asks a batch (:meth:`batch_here`) at the end.
+    with_batch = False
     OURS_FIRST = True
     ADDRESS_ORDER = False
     SHARED_TREES = True
@@ -273,7 +280,12 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             @functools.wraps(original)
             def wrapper(*args, **kwargs):
                 start = time.perf_counter()
-                result = original(*args, **kwargs)
+                try:
+                    result = original(*args, **kwargs)
+                except Exception:
+                    # NoValidHost: timed too, nothing kept.
+                    found[name].append((time.perf_counter() - start, 0))
+                    raise
                 found[name].append((time.perf_counter() - start,
                                     count(result)))
                 return result
@@ -394,44 +406,94 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         found = [group for group in self.groups if claimed <= group]
         return min(found, key=len, default=None)
 
+    @contextlib.contextmanager
+    def stock(self, stock: bool = True):
+        """Stock Nova's filters and weighers meanwhile: ours left out."""
+        manager = self.scheduler.manager.host_manager
+        kept = manager.enabled_filters, manager.weighers
+        if stock:
+            manager.enabled_filters = [
+                one for one in manager.enabled_filters
+                if not isinstance(one, clique_filter.GPUP2PCliqueFilter)]
+            manager.weighers = [
+                one for one in manager.weighers if not isinstance(
+                    one, clique_fit_weigher.GPUP2PCliqueFitWeigher)]
+        try:
+            yield
+        finally:
+            manager.enabled_filters, manager.weighers = kept
+
     def select(self) -> None:
-        """Each request under each of :attr:`caps_per_host`, recorded."""
+        """Each request under each of :attr:`caps_per_host`, recorded.
+
+        With :attr:`compare_stock` each also with stock Nova's filters;
+        with :attr:`with_batch` a batch at the end (each way).
+        """
         for per_host in self.caps_per_host:
             self.cap_placement(self.cap(per_host))
-            self._select(per_host)
+            for stock in (False, True)[:1 + self.compare_stock]:
+                with self.stock(stock):
+                    self._select(per_host, stock)
+        if self.with_batch:
+            for stock in (False, True)[:1 + self.compare_stock]:
+                with self.stock(stock):
+                    self.batch_here(stock)
 
-    def _select(self, cap_per_host: float) -> None:
+    def _select(self, cap_per_host: float, stock: bool = False) -> None:
         """Boot, record and delete each request's server."""
         for gpus, required in self.requests():
             fitting = sum(self.fits(self._free(name), gpus, required)
                           for name in self.names)
             best = self.best_left(gpus)
             self._clear_timings()
-            server = self._create_server(
-                flavor_id=self.bench_flavor(gpus, required),
-                image_uuid=self.q35_image, networks='none')
-            self.settle(server)
-            claimed = set(self.gpus(server))
+            server = self._boot_or_refused(self.bench_flavor(gpus, required),
+                                           stock)
+            placed = server['status'] == 'ACTIVE'
+            claimed = set(self.gpus(server)) if placed else set()
             host = server['OS-EXT-SRV-ATTR:host']
-            group = self.one_group(claimed)
+            group = self.one_group(claimed) if placed else None
             (select, _), = self.timings['select']
             self.sink({
+                'placed': placed,
                 'shape': self.shape, 'hosts': self.hosts, 'gpus': gpus,
-                'required': required,
+                'required': required, 'stock': stock,
                 'cap_per_host': cap_per_host,
                 'cap': self.cap(cap_per_host),
                 'select_seconds': select,
                 **self._parts(),
                 'start_seconds': self.start_seconds,
                 'hosts_fitting': fitting,
-                'hosts_kept': self.timings['filters'][0][1],
+                'hosts_kept': (self.timings['filters'][0][1]
+                               if self.timings['filters'] else 0),
                 'one_group': group is not None,
                 'best_fit': group is not None and best is not None and (
                     len(self._free(host) & group) - gpus == best),
             })
             self.delete(server)
 
-    def batch(self) -> None:
+    def _boot_or_refused(self, flavor: str, refusable: bool) -> dict:
+        """A server of ``flavor``, ACTIVE; or ERROR where ``refusable``.
+
+        Stock Nova's filters may refuse every candidate placement's cap
+        left a host (a one-cell guest's GPUs on two NUMA nodes).
+        """
+        server = self.api.post_server({'server': self._build_server(
+            flavor_id=flavor, image_uuid=self.q35_image, networks='none')})
+        server = self.wait_for_status(server, self._ends(refusable))
+        self.settle(server)
+        return server
+
+    @staticmethod
+    def _ends(refusable: bool) -> str | tuple[str, ...]:
+        """The statuses a boot may end in."""
+        return ('ACTIVE', 'ERROR') if refusable else 'ACTIVE'
+
+    def batch_here(self, stock: bool) -> None:
+        """:meth:`batch` on this cloud, its servers deleted after."""
+        for server in self.batch(stock):
+            self.delete(server)
+
+    def batch(self, stock: bool = False) -> list[dict]:
         """A single request, then :attr:`batch_size` in one, recorded.
 
         Both of :data:`BATCH_GPUS` ``required`` GPUs; the batch's record
@@ -440,27 +502,30 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         """
         flavor = self.bench_flavor(BATCH_GPUS, required=True)
         self._clear_timings()
-        single = self._create_server(flavor_id=flavor,
-                                     image_uuid=self.q35_image,
-                                     networks='none')
-        self.settle(single)
+        single = self._boot_or_refused(flavor, stock)
         (single_seconds, _), = self.timings['select']
         self.delete(single)
         self._clear_timings()
-        servers = self.boot_together(flavor, self.batch_size)
+        servers = self.boot_together(flavor, self.batch_size,
+                                     self._ends(stock))
         (select, _), = self.timings['select']
         per_host: dict[str, int] = {}
-        for server in servers:
+        placed = [server for server in servers
+                  if server['status'] == 'ACTIVE']
+        for server in placed:
             host = server['OS-EXT-SRV-ATTR:host']
             per_host[host] = per_host.get(host, 0) + 1
         self.sink({
             'shape': self.shape, 'hosts': self.hosts, 'gpus': BATCH_GPUS,
-            'servers': len(servers), 'select_seconds': select,
+            'batch': True, 'stock': stock,
+            'servers': len(servers), 'placed': len(placed),
+            'select_seconds': select,
             'per_server_seconds': select / len(servers),
             'single_seconds': single_seconds,
             **self._parts(),
             'one_group': sum(self.one_group(set(self.gpus(server)))
-                             is not None for server in servers),
+                             is not None for server in placed),
             'hosts_used': len(per_host),
-            'most_per_host': max(per_host.values()),
+            'most_per_host': max(per_host.values(), default=0),
         })
+        return servers

@@ -404,6 +404,21 @@ OPTS = [
              '(see scheduling-scale in the docs). 0 hands on every '
              'distinct one.'),
     cfg.Opt(
+        'spare_hosts',
+        type=AsciiInteger(min=-1, max=10000),
+        default=5,
+        help='Read by nova-scheduler. For a hw:gpu_p2p_clique=required '
+             'request, GPUP2PCliqueFilter hands Nova\'s filters after it '
+             'only the best-fitting hosts: one per server of the request, '
+             'plus [scheduler] max_attempts - 1 alternates, plus this many '
+             'spare. It runs those filters itself over that many hosts at '
+             'a time, best fit first, until enough pass, so a host they '
+             'would accept is never the reason for NoValidHost, and '
+             'their cost (milliseconds per host) no longer grows with the '
+             'cloud. The spares leave Nova\'s weighers a choice among '
+             'equally good fits. -1 hands on every host that fits (as '
+             'before this option). See scheduling-scale in the docs.'),
+    cfg.Opt(
         'fabric_manager_address',
         type=FabricManagerAddress(),
         default='127.0.0.1:6666',

@@ -31,7 +31,10 @@ untouched. On a move whose destination claim ignores placement (cold
 migration, resize, evacuation, an unshelve after one of them) it keeps
 only the candidate taking the GPUs Nova will claim, and refuses the host
 for ``required`` where those are not one clique
-(:mod:`nova_gpu_p2p.scheduler.move_claims`).
+(:mod:`nova_gpu_p2p.scheduler.move_claims`). For ``required`` it then
+hands on only the best-fitting few hosts that Nova's filters after it
+pass, running those filters itself over batches of hosts, best fit
+first, until it has enough (:mod:`nova_gpu_p2p.scheduler.host_bound`).
 """
 
 from nova import conf as nova_conf
@@ -41,6 +44,7 @@ from oslo_log import log as logging
 
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import driver_stat
+from nova_gpu_p2p.scheduler import host_bound
 from nova_gpu_p2p.scheduler import host_view
 
 CONF = nova_conf.CONF
@@ -57,17 +61,74 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
     def __init__(self) -> None:
         super().__init__()
         host_view.check_nova()
+        self._later: list | None = None
 
     def filter_all(self, filter_obj_list, spec_obj):
-        """Nova's, with what the request is read once for all hosts."""
+        """Nova's, with what the request is read once for all hosts.
+
+        For ``required``, only the best few hosts Nova's filters after
+        this one pass (:meth:`_bounded`).
+        """
         if scheduler_utils.request_is_rebuild(spec_obj):
             # As Nova's _filter_one does without RUN_ON_REBUILD.
             yield from filter_obj_list
             return
         request = host_view.Request(spec_obj)
-        for host_state in filter_obj_list:
-            if self._passes(host_state, spec_obj, request):
-                yield host_state
+        passed = [host_state for host_state in filter_obj_list
+                  if self._passes(host_state, spec_obj, request)]
+        yield from self._bounded(passed, spec_obj)
+
+    def _later_filters(self) -> list:
+        """Nova's enabled filters after this one, loaded as Nova does."""
+        if self._later is None:
+            names = list(CONF.filter_scheduler.enabled_filters)
+            ours = type(self).__name__
+            after = names[names.index(ours) + 1:] if ours in names else []
+            classes = {cls.__name__: cls for cls in
+                       filters.HostFilterHandler().get_matching_classes(
+                           CONF.filter_scheduler.available_filters)}
+            self._later = [classes[name]() for name in after]
+        return self._later
+
+    def _bounded(self, hosts: list, spec_obj) -> list:
+        """The hosts to hand on: :mod:`host_bound`'s rule for ``required``.
+
+        Every host where the bound does not apply or cannot be judged.
+        Nova's filters after this one judge the batches here, then once
+        more the hosts handed on (those passed, so they pass again).
+        """
+        servers = (spec_obj.num_instances
+                   if spec_obj.obj_attr_is_set('num_instances') else 1)
+        need = host_bound.needed(servers, CONF.scheduler.max_attempts,
+                                 CONF.gpu_p2p.spare_hosts)
+        if (need is None or len(hosts) <= need
+                or not host_view.wants_one_clique(spec_obj)):
+            return hosts
+        try:
+            order = host_bound.ranked([_leftover(host) for host in hosts])
+            later = self._later_filters()
+
+            def judge(batch: list[int]) -> list[int]:
+                objs = [hosts[index] for index in batch]
+                for later_filter in later:
+                    if not objs:
+                        break
+                    if later_filter.run_filter_for_index(0):
+                        objs = list(later_filter.filter_all(objs, spec_obj)
+                                    or ())
+                passed = {id(host) for host in objs}
+                return [index for index in batch
+                        if id(hosts[index]) in passed]
+
+            kept = host_bound.accepted(order, need, judge)
+        except Exception:
+            # Never fail scheduling because of us: Nova judges them all.
+            LOG.exception('GPU P2P: could not choose the best-fitting '
+                          'hosts; handing on all %d', len(hosts))
+            return hosts
+        LOG.debug('GPU P2P: handing on the %d best-fitting of %d hosts',
+                  len(kept), len(hosts))
+        return [hosts[index] for index in kept]
 
     def host_passes(self, host_state, spec_obj) -> bool:
         return self._passes(host_state, spec_obj, host_view.Request(spec_obj))
@@ -111,3 +172,9 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
                       'of one clique', host_state)
             return False
         return True
+
+
+def _leftover(host_state) -> int | None:
+    """What the weigher weighs the host by: its best fit's leftover."""
+    found, judged = host_view.fits(host_state)
+    return found[0].leftover if judged and found else None

@@ -254,8 +254,22 @@ class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
         self.settle(server)
         return server
 
+    def wait_for_status(self, server: dict,
+                        expected: str | tuple[str, ...]) -> dict:
+        """The server once its status is ``expected`` (or one of them)."""
+        if isinstance(expected, str):
+            return self._wait_for_state_change(server, expected)
+
+        def reached() -> dict | None:
+            found = self.api.get_server(server['id'])
+            return found if found['status'] in expected else None
+
+        return waits.until(reached, lambda: 'server %s not %s' % (
+            server['id'], ' or '.join(expected)))
+
     def boot_together(self, flavor: str, count: int,
-                      expected_state: str = 'ACTIVE') -> list[dict]:
+                      expected_state: str | tuple[str, ...] = 'ACTIVE'
+                      ) -> list[dict]:
         """``openstack server create --min count --max count``, settled.
 
         One request: Nova asks placement once and schedules the
@@ -271,7 +285,7 @@ class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
             search_opts={'reservation_id': reservation})
         self.assertEqual(count, len(found), found)
         servers = sorted(
-            (self._wait_for_state_change(server, expected_state)
+            (self.wait_for_status(server, expected_state)
              for server in found),
             key=lambda server: server['OS-EXT-SRV-ATTR:launch_index'])
         for server in servers:

@@ -73,7 +73,7 @@ class TestDefaults(ConfTestCase):
              'fabric_manager_address', 'fabric_manager_library',
              'module_id_file', 'allow_consumer_gpu_cliques',
              'trusted_gpu_models', 'grace_numa_cells_per_gpu',
-             'pci_ids_file', 'candidates_per_host'},
+             'pci_ids_file', 'candidates_per_host', 'spare_hosts'},
             {opt.dest for opt in opts})
         for opt in opts:
             self.assertTrue(opt.help, opt.dest)
@@ -315,6 +315,9 @@ class TestWhatConsumersAccept(ConfTestCase):
         for value in ('\u0663', '99999999'):
             self.assertRefused('candidates_per_host = %s' % value,
                                'candidates_per_host')
+        for value in ('\u0663', '-2', '99999'):
+            self.assertRefused('spare_hosts = %s' % value, 'spare_hosts')
+        self.assertEqual(-1, self.load('spare_hosts = -1').gpu_p2p.spare_hosts)
 
     def test_paths_are_one_line(self):
         # An indented line after a path continues it: a newline in it.

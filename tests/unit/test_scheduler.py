@@ -27,6 +27,8 @@ from nova.pci import stats as pci_stats
 from nova.scheduler import weights
 from nova.tests.unit.scheduler import fakes
 from oslo_config import fixture as config_fixture
+from oslo_utils.fixture import uuidsentinel as uuids
+import testtools
 
 from nova_gpu_p2p import driver_stat
 from nova_gpu_p2p import exception
@@ -497,6 +499,83 @@ class TestFilter(_Base):
         passed = handler.get_filtered_objects([cls()], [fits, apart],
                                               _spec())
         self.assertEqual([fits], list(passed))
+
+
+class TestBoundedHosts(_Base):
+    """Only the best few hosts reach Nova's filters after ours.
+
+    Nova's own filter handler and a real Nova filter after ours
+    (``DifferentHostFilter``, which refuses the hosts running the hinted
+    instances) stand for Nova's PCI and NUMA filters.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.conf.config(
+            enabled_filters=['GPUP2PCliqueFilter', 'DifferentHostFilter'],
+            available_filters=['nova.scheduler.filters.all_filters',
+                               'nova_gpu_p2p.scheduler.GPUP2PCliqueFilter'],
+            group='filter_scheduler')
+        self.conf.config(max_attempts=2, group='scheduler')
+        self.conf.config(spare_hosts=1, group='gpu_p2p')
+        from nova.scheduler import filters
+        self.handler = filters.HostFilterHandler()
+        self.filters = [cls() for cls in self.handler.get_matching_classes(
+            CONF.filter_scheduler.available_filters)
+            if cls.__name__ in CONF.filter_scheduler.enabled_filters]
+        self.filters.sort(key=lambda one: type(one).__name__ != (
+            'GPUP2PCliqueFilter'))
+        # Hosts h0..h7; host n has n+2 free GPUs in its clique (leftover
+        # n for a pair), listed worst first; h8 has no free pair.
+        self.hosts = [
+            _host('h%d' % n, _pools(*[0] * 10, used=range(n + 2, 10)),
+                  [_candidate(0, 1)]) for n in reversed(range(8))]
+        self.hosts.append(_host('h8', _pools(0, 1), [_candidate(0, 1)]))
+
+    def passed(self, spec, refused=()):
+        """Hosts Nova's handler passes; ``refused`` run the hinted server."""
+        for host in self.hosts:
+            host.instances = ({uuids.server: objects.Instance(
+                uuid=uuids.server)} if host.host in refused else {})
+        spec.scheduler_hints = {'different_host': [uuids.server]}
+        return [host.host for host in self.handler.get_filtered_objects(
+            self.filters, self.hosts, spec)]
+
+    def test_best_fits_only(self):
+        # One server, one alternate, one spare.
+        self.assertEqual(['h0', 'h1', 'h2'], self.passed(_spec()))
+
+    def test_refused_best_fits_replaced_in_the_same_request(self):
+        self.assertEqual(['h2', 'h4', 'h5'], self.passed(
+            _spec(), refused={'h0', 'h1', 'h3'}))
+
+    def test_nova_refusing_all_but_the_worst_fit_still_places(self):
+        self.assertEqual(['h7'], self.passed(
+            _spec(), refused={'h%d' % n for n in range(7)}))
+
+    def test_a_batch_of_servers_keeps_a_host_for_each(self):
+        spec = _spec()
+        spec.num_instances = 4
+        self.assertEqual(['h%d' % n for n in range(6)], self.passed(spec))
+
+    def test_unbounded_with_negative_spares(self):
+        self.conf.config(spare_hosts=-1, group='gpu_p2p')
+        self.assertEqual(['h%d' % n for n in reversed(range(8))],
+                         self.passed(_spec(), refused={'h0'})[:7] + ['h0'])
+
+    def test_other_modes_unbounded(self):
+        self.assertEqual(['h%d' % n for n in reversed(range(8))] + ['h8'],
+                         self.passed(_spec('auto')))
+
+    def test_nova_filters_error_hands_on_every_fit(self):
+        self.useFixture(fixtures.MockPatchObject(
+            type(self.filters[1]), 'host_passes',
+            side_effect=ValueError('boom')))
+        with testtools.ExpectedException(ValueError):
+            # Nova's own pass fails the same way: nothing of ours hides it.
+            self.passed(_spec())
+        self.assertIn('could not choose the best-fitting hosts',
+                      self.log.output)
 
 
 class TestMoveFilter(_Base):
