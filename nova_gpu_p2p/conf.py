@@ -14,17 +14,11 @@
 
 """The ``[gpu_p2p]`` option group of nova.conf."""
 
-import math
-
-from nova_gpu_p2p_guest import errors
 from oslo_config import cfg
 from oslo_config import types
 
-from nova_gpu_p2p import ascii_decimal
+from nova_gpu_p2p import conf_types
 from nova_gpu_p2p import exception
-from nova_gpu_p2p import pci_address
-from nova_gpu_p2p.topology import consumer_gpus
-from nova_gpu_p2p.topology import host_cliques
 from nova_gpu_p2p.topology import pci_ids
 
 GROUP = cfg.OptGroup(
@@ -44,181 +38,6 @@ P2P_LEVELS = (
 )
 
 
-#: The largest ``pcihole64`` in GiB: a hole that size, aligned to its
-#: size above 4 GiB, ends at 2 ** 52, the most physical address bits QEMU
-#: gives an x86-64 guest (``guest.pcihole64.MAX_PHYS_BITS``).
-MAX_PCIHOLE64_GIB = 2 ** 21
-#: fmConnect copies the address into a 256-byte string (NUL included);
-#: a Unix socket path must also fit ``sun_path``, 108 bytes with its NUL.
-MAX_FM_ADDRESS_BYTES = 255
-MAX_UNIX_SOCKET_BYTES = 107
-
-
-class _ParsedType(types.ConfigType):
-    """Base of our value types: equal by class, written back with str()."""
-
-    TYPE_NAME = 'value'
-
-    def __init__(self) -> None:
-        super().__init__(type_name=self.TYPE_NAME)
-
-    def _formatter(self, value) -> str:
-        return str(value)
-
-    def __eq__(self, other) -> bool:
-        return self.__class__ == other.__class__
-
-
-class CliqueAssignment(_ParsedType):
-    """One ``clique_map`` entry, ``BDF:ID``, parsed to ``(address, id)``."""
-
-    TYPE_NAME = 'clique assignment value'
-
-    def __call__(self, value):
-        if isinstance(value, tuple):
-            return value
-        address, sep, clique = value.strip().rpartition(':')
-        clique_id = ascii_decimal.parse(clique)
-        if not sep or clique_id is None:
-            raise ValueError(
-                f"{errors.quoted(value)} is not BDF:ID (for example "
-                f"0000:81:00.0:0)")
-        if clique_id > host_cliques.MAX_CLIQUE_ID:
-            raise ValueError(
-                f"clique ID {clique_id} in {errors.quoted(value)} is out of "
-                f"range: QEMU "
-                f"accepts 0 to {host_cliques.MAX_CLIQUE_ID}")
-        return pci_address.normalize(address), clique_id
-
-    def _formatter(self, value) -> str:
-        return '%s:%d' % value if isinstance(value, tuple) else str(value)
-
-
-class GpuModelId(_ParsedType):
-    """A ``trusted_gpu_models`` entry: ``10de:DEV[:SUBVENDOR:SUBDEV]``."""
-
-    TYPE_NAME = 'GPU model ID'
-
-    def __call__(self, value):
-        if isinstance(value, consumer_gpus.ModelId):
-            return value
-        return consumer_gpus.parse_model_id(str(value))
-
-
-class PCIHole64(_ParsedType):
-    """``auto``, ``off`` or a size in GiB, 1 to :data:`MAX_PCIHOLE64_GIB`.
-
-    A larger hole ends beyond any guest's physical address bits, so QEMU
-    would refuse every guest it is given to.
-    """
-
-    TYPE_NAME = 'pcihole64 value'
-    CHOICES = ('auto', 'off')
-
-    def __call__(self, value):
-        if isinstance(value, int):
-            size = value
-        else:
-            text = str(value).strip()
-            if text in self.CHOICES:
-                return text
-            size = ascii_decimal.parse(text)
-            if size is None:
-                raise ValueError(
-                    f"{errors.quoted(value)} is not auto, off or a size in "
-                    f"GiB (a positive integer, at most {MAX_PCIHOLE64_GIB})")
-        if not 1 <= size <= MAX_PCIHOLE64_GIB:
-            raise ValueError(
-                f"pcihole64 size must be at least 1 GiB and at most "
-                f"{MAX_PCIHOLE64_GIB} GiB (a hole that ends within QEMU's "
-                f"52 guest physical address bits), got {size}")
-        return size
-
-
-class FabricManagerAddress(_ParsedType):
-    """``HOST:PORT`` (TCP) or an absolute path (Unix socket), as text.
-
-    What fmConnect takes; checked here so a typo stops nova-compute at
-    start-up rather than at the first GPU boot.
-    """
-
-    TYPE_NAME = 'Fabric Manager address'
-
-    def __call__(self, value):
-        text = str(value).strip()
-        if text.startswith('/'):
-            size = len(text.encode('utf-8', 'surrogateescape'))
-            if size > MAX_UNIX_SOCKET_BYTES or not text.isprintable():
-                raise ValueError(
-                    f"Unix socket path {errors.quoted(value)} is not one line "
-                    f"of at most {MAX_UNIX_SOCKET_BYTES} bytes (the "
-                    f"kernel's sun_path), it has {size}")
-            return text
-        host, sep, port = text.rpartition(':')
-        number = ascii_decimal.parse(port)
-        if (not sep or not host or not host.isascii()
-                or not host.isprintable() or ' ' in host
-                or len(text) > MAX_FM_ADDRESS_BYTES
-                or len(port) > 5 or number is None
-                or not 1 <= number <= 65535):
-            raise ValueError(
-                f"{errors.quoted(value)} is neither HOST:PORT with an ASCII "
-                f"host name or address and a port from 1 to 65535 (for "
-                f"example 127.0.0.1:6666) nor an absolute Unix socket path")
-        return text
-
-
-class Path(_ParsedType):
-    """A file or directory name on one line: no control character.
-
-    A NUL makes every file call raise ValueError; a newline comes from a
-    continuation line in nova.conf, never from a real path. An empty one
-    names nothing: left to run, it reads no file where the option's
-    default or search would have read one (``pci_ids_file =`` barred the
-    GPUs the system's database names).
-    """
-
-    TYPE_NAME = 'path'
-
-    def __call__(self, value):
-        text = str(value)
-        if not text:
-            raise ValueError('an empty path names no file: give one, or '
-                             'leave the option out for its default')
-        if not text.isprintable():
-            raise ValueError(f"{errors.quoted(value)} is not a path on one "
-                             f"line (it holds a control character)")
-        return text
-
-
-class AsciiInteger(types.Integer):
-    """oslo.config's Integer, in ASCII decimal only (ascii_decimal)."""
-
-    def __call__(self, value):
-        if isinstance(value, str) and ascii_decimal.parse(
-                value.strip().removeprefix('-')) is None:
-            raise ValueError(f"{errors.quoted(value)} is not a whole number "
-                             f"in ASCII decimal")
-        return super().__call__(value)
-
-
-class FiniteFloat(types.Float):
-    """oslo.config's Float, finite, in ASCII: ``nan`` and ``inf`` parse.
-
-    A NaN weight multiplier would make every host's weight NaN, and
-    Nova's weighers sort by weight.
-    """
-
-    def __call__(self, value):
-        number = super().__call__(value)
-        if (number is None or (isinstance(value, str)
-                               and not value.isascii())
-                or not math.isfinite(number)):
-            raise ValueError(f"{errors.quoted(value)} is not a finite number "
-                             f"in ASCII")
-        return number
-
-
 OPTS = [
     cfg.StrOpt(
         'topology_backend',
@@ -234,13 +53,13 @@ OPTS = [
              'partitions that NVIDIA Fabric Manager supports.'),
     cfg.Opt(
         'sysfs_root',
-        type=Path(),
+        type=conf_types.Path(),
         default='/sys',
         help='Directory that the sysfs backend reads as /sys. Only tests '
              'and offline analysis of a captured host point it elsewhere.'),
     cfg.Opt(
         'static_topology_file',
-        type=Path(),
+        type=conf_types.Path(),
         help='File read by the static topology backend. Required when '
              'topology_backend is "static".'),
     cfg.StrOpt(
@@ -267,7 +86,7 @@ OPTS = [
     cfg.ListOpt(
         'clique_map',
         default=[],
-        item_type=CliqueAssignment(),
+        item_type=conf_types.CliqueAssignment(),
         help='Operator assertion of the clique ID of individual GPUs, as a '
              'comma separated list of PCI_ADDRESS:CLIQUE_ID, for example '
              '"0000:81:00.0:0,0000:82:00.0:0". Wins over the discovered '
@@ -288,7 +107,7 @@ OPTS = [
     cfg.ListOpt(
         'trusted_gpu_models',
         default=[],
-        item_type=GpuModelId(),
+        item_type=conf_types.GpuModelId(),
         help='GPU models the operator vouches are no GeForce or TITAN, as '
              'a comma separated list of vendor:device or '
              'vendor:device:subvendor:subdevice IDs in hex, as lspci -nn '
@@ -302,7 +121,7 @@ OPTS = [
              'allow_consumer_gpu_cliques does.'),
     cfg.Opt(
         'pci_ids_file',
-        type=Path(),
+        type=conf_types.Path(),
         help='The PCI ID database (pci.ids, as lspci reads it) that names '
              'the GPUs, so that consumer GPUs get no clique. A file that '
              'names one NVIDIA device or subsystem twice is refused, as '
@@ -337,7 +156,7 @@ OPTS = [
              'near each other.'),
     cfg.Opt(
         'pcihole64',
-        type=PCIHole64(),
+        type=conf_types.PCIHole64(),
         default='auto',
         help='Size of the q35 guest\'s 64-bit PCI hole when devices are '
              'placed under expander buses: "auto" sizes it from the '
@@ -370,7 +189,7 @@ OPTS = [
              'for the guest agent nova-gpu-p2p-guest to hand to NCCL.'),
     cfg.Opt(
         'clique_fit_weight_multiplier',
-        type=FiniteFloat(),
+        type=conf_types.FiniteFloat(),
         default=10.0,
         help='Read by nova-scheduler. How strongly GPUP2PCliqueFitWeigher '
              'sends a hw:gpu_p2p_clique=required server to the host whose '
@@ -383,7 +202,7 @@ OPTS = [
              'aggregate.'),
     cfg.Opt(
         'candidates_per_host',
-        type=AsciiInteger(min=0, max=10000),
+        type=conf_types.AsciiInteger(min=0, max=10000),
         default=2,
         help='Read by nova-scheduler. How many allocation candidates of '
              'each host GPUP2PCliqueFilter hands on to the filters after '
@@ -405,7 +224,7 @@ OPTS = [
              'distinct one.'),
     cfg.Opt(
         'spare_hosts',
-        type=AsciiInteger(min=-1, max=10000),
+        type=conf_types.AsciiInteger(min=-1, max=10000),
         default=5,
         help='Read by nova-scheduler. For a hw:gpu_p2p_clique=required '
              'request, GPUP2PCliqueFilter hands Nova\'s filters after it '
@@ -420,7 +239,7 @@ OPTS = [
              'before this option). See scheduling-scale in the docs.'),
     cfg.Opt(
         'fabric_manager_address',
-        type=FabricManagerAddress(),
+        type=conf_types.FabricManagerAddress(),
         default='127.0.0.1:6666',
         help='Where NVIDIA Fabric Manager listens, for the fabricmanager '
              'topology backend. Fabric Manager (nvidia-fabricmanager) is '
@@ -434,7 +253,7 @@ OPTS = [
              'limit).'),
     cfg.Opt(
         'fabric_manager_library',
-        type=Path(),
+        type=conf_types.Path(),
         default='libnvfm.so.1',
         help='The Fabric Manager client library, installed with NVIDIA\'s '
              'Fabric Manager packages, that the fabricmanager backend '
@@ -442,7 +261,7 @@ OPTS = [
              'absolute path.'),
     cfg.Opt(
         'module_id_file',
-        type=Path(),
+        type=conf_types.Path(),
         default='/var/lib/nova/gpu_p2p_module_ids.json',
         help='Where the fabricmanager backend keeps each GPU\'s HGX module '
              'ID (the number by which Fabric Manager names GPUs). NVML '

@@ -28,6 +28,11 @@ from oslo_utils import versionutils
 Version = tuple[int, int, int]
 
 
+def text(version: tuple[int, ...]) -> str:
+    """``(11, 8, 0)`` as ``11.8.0``, as messages name versions."""
+    return '.'.join(map(str, version))
+
+
 def unpack(version: int) -> Version:
     """libvirt's packed version (1000000 * major + 1000 * minor + micro).
 

@@ -49,11 +49,6 @@ from nova_gpu_p2p import min_versions
 from nova_gpu_p2p.topology import grace
 from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
-from nova_gpu_p2p.topology import nccl_links
-
-
-def _version(version: tuple[int, ...]) -> str:
-    return '.'.join(map(str, version))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,8 +299,8 @@ class _Decision:
             self.problem(
                 '%s needs libvirt %s or later for <qemu:override>; this '
                 'host has %s: upgrade libvirt on it' % (
-                    key, _version(min_versions.LIBVIRT_QEMU_OVERRIDE),
-                    _version(self.facts.libvirt_version)),
+                    key, min_versions.text(min_versions.LIBVIRT_QEMU_OVERRIDE),
+                    min_versions.text(self.facts.libvirt_version)),
                 required, reschedule=True)
             return {}
         if self.facts.hypervisor_hidden and self.problem(
@@ -408,7 +403,7 @@ class _Decision:
             self.notes.append(
                 'the guest gets no topology description: fw_cfg entries '
                 'need libvirt %s and QEMU %s or later, this host has '
-                'libvirt %s and QEMU %s' % tuple(map(_version, (
+                'libvirt %s and QEMU %s' % tuple(map(min_versions.text, (
                     min_versions.LIBVIRT_FWCFG, min_versions.QEMU_FWCFG,
                     facts.libvirt_version, facts.qemu_version))))
             return None
@@ -443,10 +438,10 @@ class _Decision:
                 'its memory\'s NUMA cells (ACPI generic initiators); this '
                 'host has libvirt %s and QEMU %s: upgrade them' % (
                     key, ', '.join(g.address for g in placed),
-                    *map(_version, (min_versions.LIBVIRT_GENERIC_INITIATOR,
-                                    min_versions.QEMU_GENERIC_INITIATOR,
-                                    facts.libvirt_version,
-                                    facts.qemu_version))),
+                    *map(min_versions.text, (
+                        min_versions.LIBVIRT_GENERIC_INITIATOR,
+                        min_versions.QEMU_GENERIC_INITIATOR,
+                        facts.libvirt_version, facts.qemu_version))),
                 True, reschedule=True)
             return grace_cells.Layout()
         unknown = [g.address for g in placed if not g.memory_nodes]
@@ -470,29 +465,10 @@ class _Decision:
         if (not buses.buses or self.facts.libvirt_version
                 < min_versions.LIBVIRT_QEMU_OVERRIDE):
             return {}
-        topology = self.host.topology
-        links = {}
-        inexact = []
-        for bus in buses.buses:
-            for port in bus.ports:
-                host_link = nccl_links.nccl_link(
-                    topology, topology.functions[port.device])
-                link = root_port_links.port_link(
-                    host_link, self.facts.qemu_version)
-                if link is None:
-                    continue
-                links[port.index] = link
-                if not link.exact:
-                    inexact.append('%s (%s x%s)' % (
-                        port.device, host_link['link_speed'],
-                        host_link['link_width']))
+        links, inexact = root_port_links.port_links(
+            buses, self.host.topology, self.facts.qemu_version)
         if inexact:
-            self.info.append(
-                'the guest root ports of %s show the nearest link QEMU %s '
-                'accepts (32 and 64 GT/s need QEMU %s); the guest agent\'s '
-                'topology file gives NCCL the host\'s' % (
-                    ', '.join(inexact), _version(self.facts.qemu_version),
-                    _version(min_versions.QEMU_PCIE_GEN5)))
+            self.info.append(inexact)
         return links
 
     def distances(self, grace_layout: grace_cells.Layout = (

@@ -32,6 +32,7 @@ it cannot say).
 
 import dataclasses
 
+from nova_gpu_p2p.guest import expander_buses
 from nova_gpu_p2p import min_versions
 from nova_gpu_p2p.topology import nccl_links
 
@@ -83,3 +84,35 @@ def port_link(link: dict, qemu_version: tuple[int, int, int]
         exact = exact and chosen_width == width
         width_text = str(chosen_width)
     return PortLink(speed, width_text, exact)
+
+
+def port_links(buses: expander_buses.BusLayout, topology,
+               qemu_version: tuple[int, int, int]
+               ) -> tuple[dict[int, PortLink], str | None]:
+    """Each placed device's root port (by index) at its host link.
+
+    With a line for the decision record where this QEMU shows the
+    nearest link it accepts rather than the host's.
+    """
+    links = {}
+    inexact = []
+    for bus in buses.buses:
+        for port in bus.ports:
+            host_link = nccl_links.nccl_link(
+                topology, topology.functions[port.device])
+            link = port_link(host_link, qemu_version)
+            if link is None:
+                continue
+            links[port.index] = link
+            if not link.exact:
+                inexact.append('%s (%s x%s)' % (
+                    port.device, host_link['link_speed'],
+                    host_link['link_width']))
+    if not inexact:
+        return links, None
+    return links, (
+        'the guest root ports of %s show the nearest link QEMU %s accepts '
+        '(32 and 64 GT/s need QEMU %s); the guest agent\'s topology file '
+        'gives NCCL the host\'s' % (
+            ', '.join(inexact), min_versions.text(qemu_version),
+            min_versions.text(min_versions.QEMU_PCIE_GEN5)))

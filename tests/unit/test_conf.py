@@ -17,6 +17,7 @@ from oslo_config import cfg
 from oslo_utils import units
 
 from nova_gpu_p2p import conf
+from nova_gpu_p2p import conf_types
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p.topology import backends
@@ -238,18 +239,18 @@ class TestSampleFormatting(base.TestCase):
     """The generated sample config writes our values back readably."""
 
     def test_clique_assignment_round_trip(self):
-        kind = conf.CliqueAssignment()
+        kind = conf_types.CliqueAssignment()
         value = kind('81:00.0:4')
         self.assertEqual('0000:81:00.0:4', kind._formatter(value))
         self.assertEqual(value, kind(kind._formatter(value)))
 
     def test_fabric_manager_address_round_trip(self):
-        kind = conf.FabricManagerAddress()
+        kind = conf_types.FabricManagerAddress()
         for value in ('127.0.0.1:6666', '/run/fm.sock'):
             self.assertEqual(value, kind(kind._formatter(value)))
 
     def test_pcihole64_round_trip(self):
-        kind = conf.PCIHole64()
+        kind = conf_types.PCIHole64()
         for value in ('auto', 'off', 64):
             self.assertEqual(value, kind(kind._formatter(value)))
 
@@ -292,7 +293,7 @@ class TestWhatConsumersAccept(ConfTestCase):
         self.assertRefused('fabric_manager_address = /%s' % ('s' * 300),
                            'fabric_manager_address', '107 bytes',
                            'it has 301')
-        longest = '/' + 's' * (conf.MAX_UNIX_SOCKET_BYTES - 1)
+        longest = '/' + 's' * (conf_types.MAX_UNIX_SOCKET_BYTES - 1)
         self.assertEqual(longest, self.load(
             'fabric_manager_address = %s' % longest
         ).gpu_p2p.fabric_manager_address)
