@@ -274,13 +274,13 @@ class TestWhatConsumersAccept(ConfTestCase):
                            'at most 2097152')
         self.assertRefused('pcihole64 = %s' % ('9' * 5000), 'pcihole64')
         self.assertRefused('pcihole64 = \u0666', 'pcihole64')
-        self.assertEqual(conf.MAX_PCIHOLE64_GIB, self.load(
+        self.assertEqual(conf_types.MAX_PCIHOLE64_GIB, self.load(
             'pcihole64 = 2097152').gpu_p2p.pcihole64)
 
     def test_pcihole64_bound_is_qemus(self):
         self.assertEqual(
             pcihole64.MAX_PHYS_BITS,
-            pcihole64.min_phys_bits(conf.MAX_PCIHOLE64_GIB * units.Gi, 0))
+            pcihole64.min_phys_bits(conf_types.MAX_PCIHOLE64_GIB * units.Gi, 0))
 
     def test_fabric_manager_address_ascii(self):
         for text in ('127.0.0.1:\u0666\u0666\u0666\u0666',
