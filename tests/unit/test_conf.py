@@ -280,7 +280,8 @@ class TestWhatConsumersAccept(ConfTestCase):
     def test_pcihole64_bound_is_qemus(self):
         self.assertEqual(
             pcihole64.MAX_PHYS_BITS,
-            pcihole64.min_phys_bits(conf_types.MAX_PCIHOLE64_GIB * units.Gi, 0))
+            pcihole64.min_phys_bits(
+                conf_types.MAX_PCIHOLE64_GIB * units.Gi, 0))
 
     def test_fabric_manager_address_ascii(self):
         for text in ('127.0.0.1:\u0666\u0666\u0666\u0666',
