@@ -14,8 +14,10 @@
 
 """An aarch64 Grace guest boots and reads its generic-initiator nodes.
 
-The GH200 corpus host's guest, as our driver plans it
-(:mod:`tests.fixtures.grace_guest`), is translated by the stack's
+The GH200 corpus host's guest and a GB200 guest with two GPUs of one
+Grace (four cells per GPU: eight would pass the 16 NUMA nodes Debian's
+arm64 kernel allows), as our driver plans them
+(:mod:`tests.fixtures.grace_guest`), are translated by the stack's
 libvirtd (``virsh domxml-to-native``); libvirt writes
 ``acpi-generic-initiator`` objects only for a PCI hostdev, so the
 resulting QEMU command line is run by the stack's ``qemu-system-aarch64``
@@ -28,7 +30,7 @@ the chroot; it prints ``has_generic_initiator``, every node's distances
 and every PCI function's ``numa_node``, then powers off.
 
 What the guest must see, because the plan promised it: the nodes of the
-hostdev's ``<acpi nodeset>`` as its generic-initiator nodes, the
+hostdevs' ``<acpi nodeset>`` as its generic-initiator nodes, each
 stand-in's ``numa_node`` that of its expander bus, the ``<distances>`` of
 every cell. The same guest with one generic initiator left out must
 show the difference. Stacks older than libvirt 11.8 / QEMU 9.0 skip.
@@ -49,6 +51,7 @@ from lxml import etree
 import testtools
 from testtools import content
 
+from nova_gpu_p2p.guest import plan as plan_mod
 from nova_gpu_p2p import min_versions
 from nova_gpu_p2p.topology import sysfs
 from tests.e2e import guest_domain
@@ -59,7 +62,6 @@ from tests.fixtures import grace_guest
 from tests.fixtures import qemu_argv
 from tests.fixtures import stack
 
-HOST = 'gh200'
 QEMU = 'qemu-system-aarch64'
 #: Where ``setup-stack.sh sid`` caches the arm64 packages, in the chroot.
 CACHE = '/var/cache/nova-gpu-p2p/arm64'
@@ -186,20 +188,27 @@ class _Image:
 
 
 def planned(xml: str) -> dict:
-    """What the plan promises the guest: GI nodes, device node, distances."""
+    """What the plan promises the guest.
+
+    Its generic-initiator nodes, the node of each expander bus (by bus
+    number: the guest's root bus ``pci0000:BB``) and the distances.
+    """
     root = etree.fromstring(xml.encode())
     initiators = set()
     for hostdev in root.iterfind('devices/hostdev'):
         initiators |= set(sysfs.parse_cpulist(
             hostdev.find('acpi').get('nodeset')))
-    (bus,) = root.iterfind("devices/controller[@model='pcie-expander-bus']")
     return {'initiators': initiators,
-            'device_node': int(bus.find('target/node').text),
+            'device_nodes': {
+                int(bus.find('target').get('busNr')):
+                    int(bus.find('target/node').text)
+                for bus in root.iterfind(
+                    "devices/controller[@model='pcie-expander-bus']")},
             'distances': guest_domain.cell_distances(root)}
 
 
 class GraceBootTest(testtools.TestCase):
-    """The GH200 guest under TCG, a stand-in for its GPU."""
+    """Grace guests under TCG, stand-ins for their GPUs."""
 
     def setUp(self) -> None:
         super().setUp()
@@ -216,9 +225,14 @@ class GraceBootTest(testtools.TestCase):
         if _qemu_version() < min_versions.QEMU_GENERIC_INITIATOR:
             self.skipTest('QEMU %d.%d.%d predates acpi-generic-initiator '
                           '(9.0)' % _qemu_version())
-        gpus, cells = test_grace_xml.GUESTS[HOST]
-        self.xml = grace_guest.domain_xml(HOST, gpus, cells,
-                                          virt_type='qemu')
+
+    def translate(self, host: str, cells_per_gpu: int = 8) -> None:
+        """The driver's guest for ``host``, through the stack's libvirtd."""
+        gpus, cells = test_grace_xml.GUESTS[host]
+        self.xml = grace_guest.domain_xml(
+            host.replace('-one-grace', ''), gpus, cells, virt_type='qemu',
+            options=plan_mod.Options(grace_cells_per_gpu=cells_per_gpu))
+        self.addDetail('domain', content.text_content(self.xml))
         translation = stack.translate(self.xml.encode())
         self.assertIsNone(translation.refused_by, translation.output)
         self.argv = translation.output
@@ -285,26 +299,39 @@ class GraceBootTest(testtools.TestCase):
 
     def seen(self, report: guest_image.GuestReport) -> dict:
         """What the guest read, in :func:`planned`'s terms."""
-        (stand_in,) = [f for f in report.functions if (f.vendor, f.device)
-                       == (guest_domain.STAND_IN_VENDOR,
-                           guest_domain.STAND_IN_DEVICE)]
+        stand_ins = [f for f in report.functions if (f.vendor, f.device)
+                     == (guest_domain.STAND_IN_VENDOR,
+                         guest_domain.STAND_IN_DEVICE)]
         initiators = sysfs.parse_cpulist(report.generic_initiators)
         return {'initiators': set(initiators),
-                'device_node': stand_in.numa_node,
+                'device_nodes': {f.root_bus: f.numa_node
+                                 for f in stand_ins},
                 'distances': report.distances}
 
-    def test_guest_sees_the_plan(self) -> None:
-        self.assertEqual(self.plan, self.seen(self.boot('grace')))
+    def test_gh200(self) -> None:
+        self.translate('gh200')
+        self.assertEqual(self.plan, self.seen(self.boot('gh200')))
 
-    def test_one_initiator_fewer(self) -> None:
+    def test_gh200_one_initiator_fewer(self) -> None:
         """Without one initiator object the guest lacks that node."""
+        self.translate('gh200')
         node = max(self.plan['initiators'])
         hostdev = [d['id'] for d in qemu_argv.parse_devices(self.argv)
                    if d.get('driver') == 'vfio-pci'][0]
-        seen = self.seen(self.boot('grace-less', (hostdev, node)))
+        seen = self.seen(self.boot('gh200-less', (hostdev, node)))
         self.assertNotEqual(self.plan, seen)
         self.assertEqual(self.plan['initiators'] - {node},
                          seen['initiators'])
+
+    def test_gb200_two_gpus(self) -> None:
+        """Two GPUs of one Grace, four cells each: 9 nodes.
+
+        Eight cells each would make 17 nodes, past the 16 Debian's arm64
+        kernel allows (``ACPI: SRAT: Too many proximity domains``).
+        """
+        self.translate('gb200-tray-one-grace', cells_per_gpu=4)
+        self.assertEqual(2, len(self.plan['device_nodes']))
+        self.assertEqual(self.plan, self.seen(self.boot('gb200')))
 
 
 def _stop(qemu: subprocess.Popen) -> None:
