@@ -43,6 +43,8 @@ ACPI = 'E2E-ACPI'
 FW_CFG = 'E2E-FWCFG'
 #: Per PCIe function: its link as Linux shows it, fields split by '|'.
 LINK = 'E2E-LINK'
+#: The guest's generic-initiator nodes (``has_generic_initiator``).
+GI = 'E2E-GI'
 #: Where the guest reads the driver's topology description.
 FW_CFG_ENTRY = ('/sys/firmware/qemu_fw_cfg/by_name/'
                 'opt/org.openstack.nova-gpu-p2p/topology/raw')
@@ -90,7 +92,8 @@ for n in /sys/devices/system/node/node*; do
   echo "%(node)s ${n##*/node} $(cat $n/cpulist) :" $(cat $n/distance)
 done
 echo %(acpi)s $(ls /sys/firmware/acpi/tables 2>/dev/null)
-insmod /lib/qemu_fw_cfg.ko
+echo %(gi)s $(cat /sys/devices/system/node/has_generic_initiator)
+[ -e /lib/qemu_fw_cfg.ko ] && insmod /lib/qemu_fw_cfg.ko
 echo "%(fw_cfg)s $(cat %(fw_cfg_entry)s 2>/dev/null)"
 echo %(end)s
 sync
@@ -98,7 +101,8 @@ poweroff -f
 sleep 5
 echo o > /proc/sysrq-trigger
 ''' % {'begin': BEGIN, 'end': END, 'pci': PCI, 'node': NODE, 'acpi': ACPI,
-       'fw_cfg': FW_CFG, 'fw_cfg_entry': FW_CFG_ENTRY, 'link': LINK}
+       'fw_cfg': FW_CFG, 'fw_cfg_entry': FW_CFG_ENTRY, 'link': LINK,
+       'gi': GI}
 
 
 class MissingTool(Exception):
@@ -183,13 +187,19 @@ def _cpio_entry(name: str, mode: int, data: bytes = b'',
     return record
 
 
-def build_initramfs(directory: str, busybox: str, fw_cfg_module: str
-                    ) -> str:
-    """Write ``initramfs.cpio`` into ``directory``; return its path."""
+def build_initramfs(directory: str, busybox: str,
+                    fw_cfg_module: str | None) -> str:
+    """Write ``initramfs.cpio`` into ``directory``; return its path.
+
+    Without ``fw_cfg_module`` the guest reads no fw_cfg entry.
+    """
     with open(busybox, 'rb') as binary:
         busybox_data = binary.read()
-    with open(fw_cfg_module, 'rb') as module:
-        module_data = module.read()
+    module = []
+    if fw_cfg_module is not None:
+        with open(fw_cfg_module, 'rb') as module_file:
+            module = [('lib/qemu_fw_cfg.ko', stat.S_IFREG | 0o644,
+                       module_file.read(), (0, 0))]
     entries = [
         ('dev', stat.S_IFDIR | 0o755, b'', (0, 0)),
         ('dev/console', stat.S_IFCHR | 0o600, b'', (5, 1)),
@@ -198,7 +208,7 @@ def build_initramfs(directory: str, busybox: str, fw_cfg_module: str
         ('bin', stat.S_IFDIR | 0o755, b'', (0, 0)),
         ('bin/busybox', stat.S_IFREG | 0o755, busybox_data, (0, 0)),
         ('lib', stat.S_IFDIR | 0o755, b'', (0, 0)),
-        ('lib/qemu_fw_cfg.ko', stat.S_IFREG | 0o644, module_data, (0, 0)),
+        *module,
         ('init', stat.S_IFREG | 0o755, INIT.encode(), (0, 0)),
     ]
     path = os.path.join(directory, 'initramfs.cpio')
@@ -251,6 +261,8 @@ class GuestReport:
     #: current_link_speed, current_link_width) as its sysfs shows them.
     links: dict[str, tuple[str, str, str, str]] = dataclasses.field(
         default_factory=dict)
+    #: The guest's generic-initiator nodes, as its sysfs lists them.
+    generic_initiators: str = ''
 
 
 def parse_report(console: str) -> GuestReport | None:
@@ -267,6 +279,7 @@ def parse_report(console: str) -> GuestReport | None:
     acpi_tables: list[str] = []
     fw_cfg = None
     links = {}
+    generic_initiators = ''
     for line in lines:
         words = line.split()
         if words[:1] == [LINK] and len(words) > 2:
@@ -288,9 +301,12 @@ def parse_report(console: str) -> GuestReport | None:
             acpi_tables = words[1:]
         elif words[:1] == [FW_CFG]:
             fw_cfg = words[1] if len(words) == 2 else None
+        elif words[:1] == [GI]:
+            generic_initiators = ' '.join(words[1:])
     return GuestReport(functions=functions, distances=distances,
                        node_cpus=node_cpus, acpi_tables=acpi_tables,
-                       fw_cfg=fw_cfg, lines=lines, links=links)
+                       fw_cfg=fw_cfg, lines=lines, links=links,
+                       generic_initiators=generic_initiators)
 
 
 def which(name: str) -> str:

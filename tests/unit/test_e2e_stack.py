@@ -19,6 +19,7 @@ import os
 import fixtures
 
 from tests.e2e import guest_image
+from tests.e2e import test_grace_boot
 from tests.fixtures import stack
 from tests.unit import base
 
@@ -99,3 +100,46 @@ class TestSeabiosVersion(base.TestCase):
         self.assertLess((1, 16, 3), guest_image.SEABIOS_OWN_ACPI_BELOW)
         self.assertGreaterEqual((1, 17, 0),
                                 guest_image.SEABIOS_OWN_ACPI_BELOW)
+
+
+class TestGraceRunnable(testtools.TestCase):
+    """libvirt's Grace command line, turned into one QEMU runs by hand."""
+
+    ARGV = (
+        "LC_ALL=C HOME=/var/lib/libvirt/qemu/d /usr/bin/qemu-system-aarch64 "
+        "-name guest=g -S -object '{\"qom-type\":\"secret\",\"id\":\"k\"}' "
+        "-blockdev '{\"driver\":\"file\",\"filename\":\"/nvram/g_VARS.fd\","
+        "\"node-name\":\"libvirt-pflash1-storage\",\"read-only\":false}' "
+        "-nodefaults -chardev socket,id=charmonitor,path=/m.sock "
+        "-object '{\"qom-type\":\"monitor-qmp\",\"id\":\"monitor\"}' "
+        "-no-shutdown -device '{\"driver\":\"vfio-pci\",\"host\":"
+        "\"0009:01:00.0\",\"id\":\"hostdev0\",\"bus\":\"pci.4\",\"addr\":"
+        "\"0x0\"}' -object '{\"qom-type\":\"acpi-generic-initiator\","
+        "\"id\":\"gi1\",\"pci-dev\":\"hostdev0\",\"node\":1}' "
+        "-object '{\"qom-type\":\"acpi-generic-initiator\",\"id\":\"gi2\","
+        "\"pci-dev\":\"hostdev0\",\"node\":2}'")
+    FILES = {'kernel': '/k', 'initrd': '/i', 'console': '/c', 'vars': '/v'}
+
+    def runnable(self, leave_out=None) -> list[str]:
+        return test_grace_boot.runnable(
+            self.ARGV, {'hostdev0': 'virtio-rng-pci'}, self.FILES, leave_out)
+
+    def test_stand_in_and_files(self):
+        argv = self.runnable()
+        self.assertEqual('/usr/bin/qemu-system-aarch64', argv[0])
+        for gone in ('-S', '-no-shutdown', '-chardev', 'secret',
+                     'monitor-qmp', 'vfio-pci', '/nvram/'):
+            self.assertNotIn(gone, ' '.join(argv))
+        self.assertIn('-nodefaults', argv)
+        self.assertIn('{"driver": "virtio-rng-pci", "id": "hostdev0", '
+                      '"bus": "pci.4", "addr": "0x0"}', argv)
+        self.assertIn('"filename": "/v"', ' '.join(argv))
+        self.assertEqual(['-kernel', '/k', '-initrd', '/i'], argv[-8:-4])
+        self.assertEqual(['-serial', 'file:/c'], argv[-2:])
+        self.assertEqual(2, ' '.join(argv).count('acpi-generic-initiator'))
+
+    def test_leave_out_one_initiator(self):
+        argv = ' '.join(self.runnable(('hostdev0', 2)))
+        self.assertEqual(1, argv.count('acpi-generic-initiator'))
+        self.assertIn('"node":1', argv)
+        self.assertNotIn('"node":2', argv)
