@@ -102,7 +102,7 @@ class TestSeabiosVersion(base.TestCase):
                                 guest_image.SEABIOS_OWN_ACPI_BELOW)
 
 
-class TestGraceRunnable(testtools.TestCase):
+class TestGraceRunnable(base.TestCase):
     """libvirt's Grace command line, turned into one QEMU runs by hand."""
 
     ARGV = (
