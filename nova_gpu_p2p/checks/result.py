@@ -47,6 +47,7 @@ class Doc(str, enum.Enum):
     FM_MODULE_IDS = 'GPU module IDs unknown'
     CONSUMER_GPUS = 'Consumer GPUs'
     LIBVIRT_PYTHON = 'libvirt-python missing'
+    NOVA_MOVE_CLAIMS = 'Moves after a nova-compute restart'
 
 
 def see(section: Doc) -> str:
