@@ -506,7 +506,11 @@ def for_move(host_state, spec_obj, required: bool,
         claim, bool(claim) and bool(_best_first(host_state, [claim])),
         required, keep, built is not None)
     if verdict.refusal:
-        LOG.debug('GPU P2P: %s refused: %s', host_state, verdict.refusal)
+        LOG.warning('GPU P2P: %s refused for the move of instance %s: %s; '
+                    'the server keeps running where it is (Nova lacks the '
+                    'move-claim fix: see troubleshooting, "Moves after a '
+                    'nova-compute restart")', host_state,
+                    _set(spec_obj, 'instance_uuid'), verdict.refusal)
         return []
     if verdict.as_before:
         return None

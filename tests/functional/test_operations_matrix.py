@@ -565,6 +565,10 @@ class FabricManagerRequiredTest(_FabricManagerMatrix, _MatrixTestBase):
             client.OpenStackApiException, self.api.post_server_action,
             server['id'], {'migrate': None})
         self.assertIn('NoValidHost', str(error))
+        # One line, at WARNING, says why.
+        self.assertIn('refused for the move of instance %s: the GPUs Nova '
+                      'claims there' % server['id'],
+                      self.stdlog.logger.output)
         server = self._wait_for_state_change(server, 'ACTIVE')
         self.assertEqual(source, self.host_of(server))
         self.assertEqual(before, (self.gpus(server),
