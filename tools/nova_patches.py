@@ -17,11 +17,12 @@
 ``apply [DIR]``: each patch of ``patches/nova/series`` in turn, with
 ``patch -p1``, to DIR (default: the directory holding the ``nova`` package
 this Python imports, i.e. its site-packages or a source tree); a patch
-already applied is skipped, so a reused tox env is patched once. Files
-are copied before they are patched: installers hard-link files from
-their cache, and patching a link would patch every environment sharing
-it. ``check DIR``: ``patch --dry-run`` of the whole series, for an
-unpacked sdist. Exit status 1 and one line naming the patch on failure.
+already applied (named in ``nova/.nova-patches-applied``) is skipped, so
+a reused tox env is patched once. Files are copied before they are
+patched: installers hard-link files from their cache, and patching a
+link would patch every environment sharing it. ``check DIR``: ``patch
+--dry-run`` of the whole series, for an unpacked sdist. Exit status 1
+and one line naming the patch on failure.
 
 ``apply`` without DIR also copies the environment's ``etc/nova/api-paste.ini``
 beside the installed package, where Nova's own functional tests look for it
@@ -36,6 +37,8 @@ import shutil
 import subprocess
 import sys
 
+#: Beside the patched package: the names of the patches applied to it.
+STAMP = '.nova-patches-applied'
 SERIES_DIR = pathlib.Path(__file__).resolve().parents[1] / 'patches' / 'nova'
 
 
@@ -71,8 +74,15 @@ def _unlink_copies(target: pathlib.Path, patch: pathlib.Path) -> None:
 
 
 def apply(target: pathlib.Path) -> int:
+    """Apply the patches not yet applied, recorded in a stamp file.
+
+    A later patch may change what an earlier one added, so whether a
+    patch is applied cannot be told by reversing it alone.
+    """
+    stamp = target / 'nova' / STAMP
+    done = stamp.read_text().split() if stamp.is_file() else []
     for patch in series():
-        if _patch(target, patch, '--dry-run', '--reverse', '--force'):
+        if patch.name in done:
             print('%s: already applied' % patch.name)
             continue
         if not _patch(target, patch, '--dry-run', '--forward'):
@@ -80,6 +90,8 @@ def apply(target: pathlib.Path) -> int:
             return 1
         _unlink_copies(target, patch)
         _patch(target, patch, '--forward')
+        done.append(patch.name)
+        stamp.write_text('\n'.join(done) + '\n')
         print('%s: applied' % patch.name)
     return 0
 
