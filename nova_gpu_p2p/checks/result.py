@@ -48,6 +48,7 @@ class Doc(str, enum.Enum):
     CONSUMER_GPUS = 'Consumer GPUs'
     LIBVIRT_PYTHON = 'libvirt-python missing'
     GRACE = 'Grace GPUs'
+    NOVA_MOVE_CLAIMS = 'Moves after a nova-compute restart'
 
 
 def see(section: Doc) -> str:

@@ -25,12 +25,14 @@ from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p.checks import environment
 from nova_gpu_p2p.checks import fabric
 from nova_gpu_p2p.checks import host
+from nova_gpu_p2p.checks import move_claims
 from nova_gpu_p2p.checks import placement
 from nova_gpu_p2p.checks import report
 from nova_gpu_p2p.checks import scheduler_settings
 from nova_gpu_p2p.checks import versions
 from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p import exception
+from nova_gpu_p2p import nova_fix
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cpu
@@ -85,9 +87,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     except exception.TopologyError as exc:
         if args.load:
             raise
+        facts = fabric.gather(opts, fm_config, None)
         checks = host.unread_host_checks(
-            host_versions, str(exc), args.root,
-            fabric=fabric.gather(opts, fm_config, None))
+            host_versions, str(exc), args.root, fabric=facts)
     else:
         facts = None if args.load else fabric.gather(
             opts, fm_config, bindings or topology)
@@ -105,6 +107,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         searched=not (args.no_config or args.config_file))]
     if not args.load:
         first.append(environment.check_libvirt_python())
+        first.append(move_claims.check_move_claims(
+            nova_fix.carried(), facts is not None and facts.shared))
     checks = first + checks
     if args.json:
         print(report.to_json(checks))

@@ -43,6 +43,7 @@ from oslo_log import log as logging
 from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import extra_specs
+from nova_gpu_p2p import nova_fix
 from nova_gpu_p2p.scheduler import candidate_exchange
 from nova_gpu_p2p.scheduler import candidates as candidates_mod
 from nova_gpu_p2p.scheduler import clique_fit
@@ -380,9 +381,10 @@ def claims_ignore_placement(spec_obj) -> bool:
     by Nova's API before the conductor asks the scheduler. Where the
     instance cannot be read (a build: it is in no cell yet) the claim
     follows placement, as a build's does: treating a build as a move
-    would refuse hosts a build may use.
+    would refuse hosts a build may use. Never on a Nova that carries the
+    move-claim fix (:mod:`nova_gpu_p2p.nova_fix`).
     """
-    if not _nvidia_requests(spec_obj):
+    if not _nvidia_requests(spec_obj) or nova_fix.carried():
         return False
     instance = _instance(spec_obj)
     if instance is None:
@@ -504,7 +506,11 @@ def for_move(host_state, spec_obj, required: bool,
         claim, bool(claim) and bool(_best_first(host_state, [claim])),
         required, keep, built is not None)
     if verdict.refusal:
-        LOG.debug('GPU P2P: %s refused: %s', host_state, verdict.refusal)
+        LOG.warning('GPU P2P: %s refused for the move of instance %s: %s; '
+                    'the server keeps running where it is (Nova lacks the '
+                    'move-claim fix: see troubleshooting, "Moves after a '
+                    'nova-compute restart")', host_state,
+                    _set(spec_obj, 'instance_uuid'), verdict.refusal)
         return []
     if verdict.as_before:
         return None

@@ -121,6 +121,9 @@ class CheckCLIBase(base.TestCase):
                                                'no libvirtd'))).mock
         self.modules = self.enterContext(
             mock.patch.dict(sys.modules, {'libvirt': LIBVIRT_PYTHON}))
+        # A Nova with the move-claim fix (TestNovaMoveClaimsRow: without).
+        self.fixed = self.useFixture(fixtures.MockPatch(
+            'nova_gpu_p2p.nova_fix.carried', return_value=True)).mock
         self.root = self.useFixture(fixtures.TempDir()).path
         os.makedirs(os.path.join(self.root, 'usr/share/OVMF'))
         os.makedirs(os.path.join(self.root, 'usr/share/qemu/firmware'))
@@ -156,6 +159,19 @@ class CheckCLIBase(base.TestCase):
     def not_ok(self, checks):
         return [(result.Code(c['result']), c['check']) for c in checks
                 if c['result'] != OK]
+
+
+class TestNovaMoveClaimsRow(CheckCLIBase):
+    """The row says whether this host's Nova carries the fix."""
+
+    def test_fixed_and_unfixed(self):
+        tree = test_corpus.tree('hgx-8gpu-nvswitch-2numa')
+        rc, out = self.run_cli('--sysfs-root', tree)
+        self.assertNotIn('Nova move claims', [c for _, c in self.not_ok(out)])
+        self.fixed.return_value = False
+        rc, out = self.run_cli('--sysfs-root', tree)
+        self.assertIn((WARN, 'Nova move claims'), self.not_ok(out))
+        self.assertEqual(0, rc)
 
 
 class TestCheckCLI(CheckCLIBase):

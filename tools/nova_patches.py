@@ -1,0 +1,140 @@
+# Copyright 2026 The nova-gpu-p2p Authors
+#
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Apply (or check) the Nova patch series in ``patches/nova`` to a Nova tree.
+
+``apply [DIR]``: each patch of ``patches/nova/series`` in turn, with
+``patch -p1``, to DIR (default: the directory holding the ``nova`` package
+this Python imports, i.e. its site-packages or a source tree); a patch
+already applied (named in ``nova/.nova-patches-applied``) is skipped, so
+a reused tox env is patched once. Files are copied before they are
+patched: installers hard-link files from their cache, and patching a
+link would patch every environment sharing it. ``check DIR``: ``patch
+--dry-run`` of the whole series, for an unpacked sdist. Exit status 1
+and one line naming the patch on failure.
+
+``apply`` without DIR also copies the environment's ``etc/nova/api-paste.ini``
+beside the installed package, where Nova's own functional tests look for it
+(they expect a source tree), so that they run from the installed wheel.
+"""
+
+import argparse
+import importlib.util
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+#: Beside the patched package: the names of the patches applied to it.
+STAMP = '.nova-patches-applied'
+SERIES_DIR = pathlib.Path(__file__).resolve().parents[1] / 'patches' / 'nova'
+
+
+def series() -> list[pathlib.Path]:
+    names = (SERIES_DIR / 'series').read_text().split()
+    return [SERIES_DIR / name for name in names if not name.startswith('#')]
+
+
+def installed_root() -> pathlib.Path:
+    spec = importlib.util.find_spec('nova')
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit('nova is not importable by %s' % sys.executable)
+    return pathlib.Path(list(spec.submodule_search_locations)[0]).parent
+
+
+def _patch(target: pathlib.Path, patch: pathlib.Path, *args: str) -> bool:
+    return subprocess.run(
+        ['patch', '-p1', '--batch', '--silent', '-d', str(target),
+         '-i', str(patch), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def _unlink_copies(target: pathlib.Path, patch: pathlib.Path) -> None:
+    """Give each file the patch touches an inode of its own."""
+    for line in patch.read_text().splitlines():
+        if not line.startswith('+++ b/'):
+            continue
+        path = target / line[len('+++ b/'):].split('\t')[0]
+        if path.is_file() and path.stat().st_nlink > 1:
+            copy = path.with_name(path.name + '.nova-patches')
+            shutil.copy2(path, copy)
+            os.replace(copy, path)
+
+
+def apply(target: pathlib.Path) -> int:
+    """Apply the patches not yet applied, recorded in a stamp file.
+
+    A later patch may change what an earlier one added, so whether a
+    patch is applied cannot be told by reversing it alone.
+    """
+    stamp = target / 'nova' / STAMP
+    done = stamp.read_text().split() if stamp.is_file() else []
+    for patch in series():
+        if patch.name in done:
+            print('%s: already applied' % patch.name)
+            continue
+        if not _patch(target, patch, '--dry-run', '--forward'):
+            print('%s does not apply to %s' % (patch.name, target))
+            return 1
+        _unlink_copies(target, patch)
+        _patch(target, patch, '--forward')
+        done.append(patch.name)
+        stamp.write_text('\n'.join(done) + '\n')
+        print('%s: applied' % patch.name)
+    return 0
+
+
+def place_api_paste(target: pathlib.Path) -> None:
+    source = pathlib.Path(sys.prefix) / 'etc' / 'nova' / 'api-paste.ini'
+    dest = target / 'etc' / 'nova' / 'api-paste.ini'
+    if source.is_file() and not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest)
+
+
+def check(target: pathlib.Path) -> int:
+    """Dry-run the series in order on a scratch copy of the touched files."""
+    if not (target / 'nova').is_dir():
+        print('%s holds no nova package' % target)
+        return 1
+    scratch = target.parent / (target.name + '.nova-patches-check')
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(target / 'nova', scratch / 'nova')
+    try:
+        for patch in series():
+            if not _patch(scratch, patch, '--forward'):
+                print('%s does not apply to %s' % (patch.name, target))
+                return 1
+            print('%s: applies' % patch.name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('action', choices=('apply', 'check'))
+    parser.add_argument('target', nargs='?', type=pathlib.Path)
+    args = parser.parse_args()
+    if args.action == 'check':
+        return check(args.target or installed_root())
+    if args.target:
+        return apply(args.target)
+    place_api_paste(installed_root())
+    return apply(installed_root())
+
+
+if __name__ == '__main__':
+    sys.exit(main())
