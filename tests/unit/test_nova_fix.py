@@ -19,11 +19,11 @@ import subprocess
 import sys
 
 import fixtures
-import testtools
 
 from nova_gpu_p2p.checks import move_claims
 from nova_gpu_p2p.checks import result
 from nova_gpu_p2p import nova_fix
+from tests.unit import base
 
 SERIES = pathlib.Path(__file__).resolve().parents[2] / 'patches' / 'nova'
 
@@ -52,7 +52,7 @@ class HalfFixed(Unfixed):
     _get_pci_requests_for_move = Fixed._get_pci_requests_for_move
 
 
-class TestSignature(testtools.TestCase):
+class TestSignature(base.TestCase):
 
     def test_carried_by(self):
         self.assertTrue(nova_fix.carried_by(Fixed))
@@ -89,7 +89,7 @@ class TestSignature(testtools.TestCase):
         self.assertEqual(1, len(run.stdout.splitlines()), run.stdout)
 
 
-class TestCheckRow(testtools.TestCase):
+class TestCheckRow(base.TestCase):
 
     def test_fixed(self):
         row = move_claims.check_move_claims(True, True)
