@@ -527,7 +527,7 @@ class TestCheckCLI(CheckCLIBase):
                              ''.join(details.split()))
         self.assertIn('| Check: 0000:c1:00.0', table)
         self.assertIn('| Result: Failure', table)
-        self.assertEqual('Failure: 1, Warning: 1, Success: 11', lines_[-1])
+        self.assertEqual('Failure: 1, Warning: 1, Success: 12', lines_[-1])
 
     def test_json_is_what_oslo_prints(self):
         """The same object oslo.upgradecheck prints for --json."""
