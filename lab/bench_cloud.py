@@ -65,7 +65,7 @@ from lab.baselines import wrapper
 from lab import decision_quality
 from lab import demo_cloud
 from lab import libvirt_check
-from nova_gpu_p2p import driver as gpu_driver
+from nova_gpu_p2p.compute import driver as gpu_driver
 from tests.cloud import corpus_xml
 from tests.cloud import nova_cloud as base
 from tests.fixtures import expected_cliques

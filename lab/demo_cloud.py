@@ -53,8 +53,8 @@ from nova.virt.libvirt import blockinfo
 from nova.virt.libvirt import driver as libvirt_driver
 
 from lab import pci_xml
+from nova_gpu_p2p.compute import driver as gpu_driver
 from nova_gpu_p2p import conf
-from nova_gpu_p2p import driver as gpu_driver
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import module_ids
 from nova_gpu_p2p.topology import sysfs

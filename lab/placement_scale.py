@@ -78,10 +78,10 @@ from placement.tests.functional.fixtures import placement as placement_fixture
 import requests
 import sqlalchemy
 
+from nova_gpu_p2p.cmd import flavor_commands
 from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import driver_stat
 from nova_gpu_p2p import extra_specs
-from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p import traits

@@ -32,7 +32,7 @@ What is modelled:
   :func:`nova_gpu_p2p.traits.p2p_traits`.
 * **A boot** of N GPUs asks, for N >= 2, for the compute node trait
   ``nova-gpu-p2p flavor`` puts in the flavor
-  (:func:`nova_gpu_p2p.flavor_commands.clique_trait`: the host has a
+  (:func:`nova_gpu_p2p.cmd.flavor_commands.clique_trait`: the host has a
   clique of N or more, N rounded up to 2, 4, 8 or 16); a 1-GPU
   ``required`` flavor carries none.
 * **Host order.** Nova weighs the hosts that pass its filters and tries
@@ -87,8 +87,8 @@ import typing
 
 from oslo_config import cfg
 
+from nova_gpu_p2p.cmd import flavor_commands
 from nova_gpu_p2p import conf
-from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as cliques_mod

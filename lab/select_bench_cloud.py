@@ -52,8 +52,8 @@ from nova.scheduler.client import report
 from nova.scheduler import host_manager
 from nova.scheduler import utils as scheduler_utils
 
+from nova_gpu_p2p.cmd import flavor_commands
 from nova_gpu_p2p import extra_specs
-from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.scheduler import clique_filter
 from nova_gpu_p2p.scheduler import clique_fit_weigher
 from nova_gpu_p2p.topology import discovery

@@ -17,7 +17,7 @@
 Two kinds stay where they are raised: the guest agent's (its own
 distribution, nova_gpu_p2p_guest, runs in guests without this package),
 and the driver's subclasses of Nova's exceptions
-(nova_gpu_p2p.driver.HostCannotHonour, FlavorCannotBeHonoured), which
+(nova_gpu_p2p.compute.driver.HostCannotHonour, FlavorCannotBeHonoured), which
 steer Nova's compute manager: importing nova.exception here would load
 Nova's API stack into every command line run.
 """

@@ -15,7 +15,7 @@
 """The two flavor extra specs: their names, allowed values and parser.
 
 This is the one place that knows what a value means; the Nova API
-validators (:mod:`nova_gpu_p2p.extra_spec_validators`) and the driver both
+validators (:mod:`nova_gpu_p2p.api.extra_spec_validators`) and the driver both
 call it, so the API and the compute host can never disagree.
 """
 

@@ -120,7 +120,7 @@ def check_mode(mode: str, venv: str, nova_dir: str, log: str) -> str:
         python, IMPORTS + '; import nova; print(nova.__file__); '
         'print(nova.virt.gpu_p2p.GPUP2PLibvirtDriver.__module__)').split()
     if found != [os.path.join(nova_dir, 'nova', '__init__.py'),
-                 'nova_gpu_p2p.driver']:
+                 'nova_gpu_p2p.compute.driver']:
         raise check_package.PackageError(
             'Nova or the driver from the wrong place: %s' % found)
     if os.path.exists(os.path.join(site_packages(python), 'nova')):

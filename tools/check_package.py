@@ -303,7 +303,7 @@ def check_installed(setup_cfg: str) -> list[str]:
     from oslo_utils import importutils
 
     import nova_gpu_p2p
-    from nova_gpu_p2p import driver
+    from nova_gpu_p2p.compute import driver
 
     done = []
     if not nova_gpu_p2p.__file__.startswith(sys.prefix):
@@ -340,7 +340,7 @@ def check_installed(setup_cfg: str) -> list[str]:
 
     for key in VALIDATED_KEYS:
         if validators.VALIDATORS[key].__module__ != (
-                'nova_gpu_p2p.extra_spec_validators'):
+                'nova_gpu_p2p.api.extra_spec_validators'):
             raise PackageError('Nova did not load our validator for %s'
                                % key)
     done.append('Nova\'s API validates %s with ours' % ', '.join(

@@ -20,9 +20,9 @@ import sys
 from nova_gpu_p2p_guest import errors
 
 from nova_gpu_p2p import ascii_decimal
+from nova_gpu_p2p.cmd import flavor_commands
 from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p import exception
-from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.topology import sysfs
 
 

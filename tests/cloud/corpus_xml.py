@@ -47,7 +47,7 @@ import time
 import fixtures
 from nova.tests.functional.api import client as api_client
 
-from nova_gpu_p2p import driver
+from nova_gpu_p2p.compute import driver
 from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 

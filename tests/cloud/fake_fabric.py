@@ -26,7 +26,7 @@ import fixtures
 from nova.tests.fixtures import libvirt as fakelibvirt
 import testtools
 
-from nova_gpu_p2p import driver
+from nova_gpu_p2p.compute import driver
 from nova_gpu_p2p.fabric import nvfm
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts

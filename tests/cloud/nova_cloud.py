@@ -26,7 +26,7 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional import integrated_helpers
 from nova.tests.functional.libvirt import base as libvirt_base
 
-from nova_gpu_p2p import driver
+from nova_gpu_p2p.compute import driver
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs
 from tests.fixtures import hosts

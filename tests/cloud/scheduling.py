@@ -25,8 +25,8 @@ from nova import conf as nova_conf
 from nova.scheduler.client import report
 from nova.tests import fixtures as nova_fixtures
 
+from nova_gpu_p2p.compute import driver
 from nova_gpu_p2p import device_spec_tags
-from nova_gpu_p2p import driver
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import discovery

@@ -26,7 +26,7 @@ from lxml import etree
 from oslo_utils import importutils
 
 from lab import demo_cloud
-from nova_gpu_p2p import driver
+from nova_gpu_p2p.compute import driver
 import tests
 from tests.fixtures import waits
 

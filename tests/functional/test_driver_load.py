@@ -17,7 +17,7 @@
 import fixtures
 from lxml import etree
 
-from nova_gpu_p2p import driver
+from nova_gpu_p2p.compute import driver
 from nova_gpu_p2p.topology import sysfs
 from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts

@@ -25,8 +25,8 @@ driver runs now (:mod:`nova_gpu_p2p.driver_stat`).
 import os
 import re
 
+from nova_gpu_p2p.cmd import flavor_commands
 from nova_gpu_p2p import extra_specs
-from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import traits
 from tests.cloud import scheduling
 

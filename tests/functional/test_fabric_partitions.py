@@ -30,8 +30,8 @@ from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
 
 from lab import placement_scale
+from nova_gpu_p2p.compute import outage
 from nova_gpu_p2p.fabric import partitions
-from nova_gpu_p2p import outage
 from nova_gpu_p2p.topology import pci_ids
 from tests.cloud import fake_fabric
 from tests.cloud import nova_cloud as base
@@ -138,7 +138,7 @@ class FabricPartitionsTest(_FabricBase):
         server = self.boot_settled(self.flavor(2), expected_state='ERROR')
         self.assertIn('Exceeded maximum number of retries',
                       server['fault']['message'])
-        refusal, = self.log_lines('ERROR [nova_gpu_p2p.driver] GPU P2P: '
+        refusal, = self.log_lines('ERROR [nova_gpu_p2p.compute.driver] GPU P2P: '
                                   'Fabric Manager partition(s) ')
         self.assertIn('not activated: Fabric Manager '
                       'fmActivateFabricPartition', refusal)

@@ -19,8 +19,8 @@ from unittest import mock
 from nova.api.validation.extra_specs import validators
 from nova.tests.functional.api import client
 
+from nova_gpu_p2p.api import extra_spec_validators
 from nova_gpu_p2p import exception
-from nova_gpu_p2p import extra_spec_validators
 from nova_gpu_p2p import extra_specs
 from tests.cloud import nova_cloud as base
 from tests.fixtures import waits

@@ -29,7 +29,7 @@ import json
 from nova import conf as nova_conf
 from nova.tests.functional.api import client
 
-from nova_gpu_p2p import action_events
+from nova_gpu_p2p.compute import action_events
 from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts
 from tests.fixtures import sysfs_builder
@@ -104,7 +104,7 @@ class HostChangedTest(lifecycle._WeighedHostsBase):
         warnings = [line for line in self.stdlog.logger.output.splitlines()
                     if LOST in line]
         self.assertEqual(1, len(warnings), '\n'.join(warnings))
-        self.assertIn(' WARNING [nova_gpu_p2p.driver] ', warnings[0])
+        self.assertIn(' WARNING [nova_gpu_p2p.compute.driver] ', warnings[0])
         self.assertIn(', '.join(gpus), warnings[0])
         # The tenant's view: a failed event with the reason.
         self.assertEqual(1, len(events), events)

@@ -28,7 +28,7 @@ from nova.objects import fields
 from nova.tests.fixtures import libvirt_data
 from nova.tests.functional.api import client
 
-from nova_gpu_p2p import extra_spec_validators
+from nova_gpu_p2p.api import extra_spec_validators
 from tests.cloud import nova_cloud as base
 from tests.fixtures import waits
 

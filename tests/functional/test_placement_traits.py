@@ -32,8 +32,8 @@ from nova.virt.libvirt import driver as libvirt_driver
 from oslo_utils import versionutils
 
 from lab import demo_cloud
+from nova_gpu_p2p.cmd import flavor_commands
 from nova_gpu_p2p import device_spec_tags
-from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import traits
 from tests.cloud import nova_cloud as base
 from tests.fixtures import hosts

@@ -22,7 +22,7 @@ switch on the expander bus of its host root complex, with the GPUs there.
 
 import fixtures
 
-from nova_gpu_p2p import flavor_commands
+from nova_gpu_p2p.cmd import flavor_commands
 from tests.cloud import nova_cloud as base
 from tests.fixtures import waits
 from tests.functional import test_guest_config as layout

@@ -38,9 +38,9 @@ from oslo_config import cfg
 
 import nova_gpu_p2p
 from nova_gpu_p2p.cmd import cli
+from nova_gpu_p2p.cmd import flavor_commands
 from nova_gpu_p2p.cmd import sources
 from nova_gpu_p2p.fabric import partitions
-from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import sysfs

@@ -51,9 +51,9 @@ from nova.pci import whitelist
 from oslo_config import cfg
 
 from nova_gpu_p2p.checks import scheduler_settings
+from nova_gpu_p2p.cmd import flavor_commands as fc
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import device_spec_tags
-from nova_gpu_p2p import flavor_commands as fc
 import tests
 from tests.unit import base
 from tests.unit import test_corpus

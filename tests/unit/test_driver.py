@@ -32,16 +32,16 @@ from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import fixture as config_fixture
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_gpu_p2p import action_events
+from nova_gpu_p2p.compute import action_events
+from nova_gpu_p2p.compute import driver
+from nova_gpu_p2p.compute import outage
 from nova_gpu_p2p import device_spec_tags
-from nova_gpu_p2p import driver
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p.guest import plan as plan_mod
 from nova_gpu_p2p import min_versions
 from nova_gpu_p2p import nova_signatures
-from nova_gpu_p2p import outage
 from nova_gpu_p2p.topology import discovery
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import host_gpus
@@ -147,7 +147,7 @@ class TestGetGuestConfig(base.TestCase):
             libvirt_driver.LibvirtDriver, '_get_guest_config',
             return_value=self.guest)).mock
         self.log = self.useFixture(fixtures.FakeLogger(
-            name='nova_gpu_p2p.driver', level=logging.INFO))
+            name='nova_gpu_p2p.compute.driver', level=logging.INFO))
 
     def instance(self, gpus=(GPU_A, GPU_B), vm_state='building',
                  **extra_specs):
@@ -357,7 +357,7 @@ class TestGetGuestConfig(base.TestCase):
         start.side_effect = nova_exception.InstanceActionNotFound(
             request_id='req', instance_uuid='uuid')
         events_log = self.useFixture(fixtures.FakeLogger(
-            name='nova_gpu_p2p.action_events', level=logging.INFO))
+            name='nova_gpu_p2p.compute.action_events', level=logging.INFO))
         instance = self.instance(gpus=(GPU_A, GPU_C), vm_state='active',
                                  **{'hw:gpu_p2p_clique': 'required'})
         self.call(instance, context='ctx')
@@ -684,7 +684,7 @@ class TestUpdateProviderTree(base.TestCase):
         check = self.useFixture(fixtures.MockPatchObject(
             self.driver, '_check_device_traits')).mock
         log = self.useFixture(fixtures.FakeLogger(
-            name='nova_gpu_p2p.driver', level=logging.WARNING))
+            name='nova_gpu_p2p.compute.driver', level=logging.WARNING))
         self.add_device(GPU_A)
         self.add_device(GPU_C, 'CUSTOM_GPU_P2P_CLIQUE_ID_4')
         self.update()
@@ -717,7 +717,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         super().setUp()
         self.conf.config(report_in_placement=True, group='pci')
         self.log = self.useFixture(fixtures.FakeLogger(
-            name='nova_gpu_p2p.driver', level=logging.WARNING))
+            name='nova_gpu_p2p.compute.driver', level=logging.WARNING))
 
     def test_device_traits_not_checked_without_report_in_placement(self):
         self.conf.config(report_in_placement=False, group='pci')
@@ -1209,7 +1209,7 @@ class TestClaimOrder(_FabricManagerBase):
 
     def test_any_error_keeps_novas_order_logged_once(self):
         self.useFixture(fixtures.MockPatch(
-            'nova_gpu_p2p.claim_order.ordered',
+            'nova_gpu_p2p.compute.claim_order.ordered',
             side_effect=RuntimeError('broken')))
         self.assertEqual(self.nova_order, self.reported())
         self.assertEqual(self.nova_order, self.reported())

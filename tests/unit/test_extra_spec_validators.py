@@ -19,7 +19,7 @@ from nova.api.validation.extra_specs import hw
 from nova.api.validation.extra_specs import validators
 from nova import exception as nova_exception
 
-from nova_gpu_p2p import extra_spec_validators
+from nova_gpu_p2p.api import extra_spec_validators
 from nova_gpu_p2p import extra_specs
 from tests.unit import base as test_base
 

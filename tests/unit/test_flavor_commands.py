@@ -41,10 +41,10 @@ from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 from oslo_utils import units
 
+from nova_gpu_p2p.api import extra_spec_validators
 from nova_gpu_p2p.cmd import cli
+from nova_gpu_p2p.cmd import flavor_commands as fc
 from nova_gpu_p2p import exception
-from nova_gpu_p2p import extra_spec_validators
-from nova_gpu_p2p import flavor_commands as fc
 from nova_gpu_p2p.guest import pcihole64
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.topology import model

@@ -33,10 +33,10 @@ from oslo_config import cfg
 import testtools
 
 from nova_gpu_p2p import ascii_decimal
+from nova_gpu_p2p.cmd import flavor_commands
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import exception
-from nova_gpu_p2p import flavor_commands
 from nova_gpu_p2p import pci_address
 from nova_gpu_p2p.scheduler import clique_fit_weigher
 from nova_gpu_p2p.topology import capture

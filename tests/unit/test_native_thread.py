@@ -32,7 +32,7 @@ from nova import conf as nova_conf
 from nova.tests import fixtures as nova_fixtures
 from oslo_config import fixture as config_fixture
 
-from nova_gpu_p2p import driver
+from nova_gpu_p2p.compute import driver
 from nova_gpu_p2p import native_thread
 from nova_gpu_p2p.topology import host_cliques as cliques
 from nova_gpu_p2p.topology import host_gpus

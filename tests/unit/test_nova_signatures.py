@@ -29,7 +29,7 @@ from nova.virt.libvirt import config as vconfig
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import cfg
 
-from nova_gpu_p2p import driver
+from nova_gpu_p2p.compute import driver
 from nova_gpu_p2p import exception
 from nova_gpu_p2p.guest import libvirt_config
 from nova_gpu_p2p import nova_signatures

@@ -12,7 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-from nova_gpu_p2p import outage
+from nova_gpu_p2p.compute import outage
 from tests.unit import base
 
 

@@ -31,7 +31,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 #: What runs in nova-compute only: the scheduler imports none of it.
 COMPUTE_SIDE = (
-    'nova_gpu_p2p.driver',
+    'nova_gpu_p2p.compute',
+    PACKAGE + '.driver',  # the shim
     'nova_gpu_p2p.guest',
     'nova_gpu_p2p.fabric.lifecycle',
     'nova_gpu_p2p.fabric.nvfm',
@@ -40,6 +41,10 @@ COMPUTE_SIDE = (
     'nova_gpu_p2p.topology.discovery',
     'nova_gpu_p2p.nova_signatures',
 )
+#: Rooms a service loads by name -> that service.
+LOADED = {'compute': 'nova-compute', 'api': 'nova-api'}
+#: Paths nova.conf and the product contract name, kept as shims.
+NAMED_PATHS = (PACKAGE + '.driver',)
 #: The plugin loader and what loads through it.
 LOADERS = (
     'nova_gpu_p2p.topology.backends',
@@ -176,6 +181,22 @@ class TestRooms(base.TestCase):
     def test_guest_plan_imports_no_plugin_loader(self):
         self.assertEqual([], _within(
             reachable(self.graph, ['nova_gpu_p2p.guest.plan']), LOADERS))
+
+    def test_loaded_rooms_are_imported_by_no_other(self):
+        """What a service loads by name is the top of the house."""
+        found = sorted(
+            '%s imports %s' % (module, target)
+            for module, targets in self.graph.items()
+            for target in targets
+            if room(target) in LOADED and room(module) != room(target)
+            and module not in NAMED_PATHS)
+        self.assertEqual([], found)
+
+    def test_every_room_says_who_loads_it(self):
+        for name in LOADED:
+            doc = ast.get_docstring(ast.parse(
+                (ROOT / PACKAGE / name / '__init__.py').read_text()))
+            self.assertIn(LOADED[name], doc or '', name)
 
 
 class TestTheChecksCanFail(base.TestCase):

@@ -28,7 +28,7 @@ import sys
 from oslo_log import log as logging
 
 # Nova's import-time notices (eventlet, monkey patching) come with it.
-from nova_gpu_p2p import driver
+from nova_gpu_p2p.compute import driver
 from tests.unit import base
 
 HERE = pathlib.Path(__file__).resolve().parent
