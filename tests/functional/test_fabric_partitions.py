@@ -138,8 +138,9 @@ class FabricPartitionsTest(_FabricBase):
         server = self.boot_settled(self.flavor(2), expected_state='ERROR')
         self.assertIn('Exceeded maximum number of retries',
                       server['fault']['message'])
-        refusal, = self.log_lines('ERROR [nova_gpu_p2p.compute.driver] GPU P2P: '
-                                  'Fabric Manager partition(s) ')
+        refusal, = self.log_lines(
+            'ERROR [nova_gpu_p2p.compute.driver] GPU P2P: '
+            'Fabric Manager partition(s) ')
         self.assertIn('not activated: Fabric Manager '
                       'fmActivateFabricPartition', refusal)
         self.assertIn('FM_ST_IN_USE', refusal)
