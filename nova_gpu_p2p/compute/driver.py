@@ -32,6 +32,7 @@ from oslo_serialization import jsonutils
 
 from nova_gpu_p2p.compute import action_events
 from nova_gpu_p2p.compute import claim_order
+from nova_gpu_p2p.compute import live_migration
 from nova_gpu_p2p.compute import outage
 from nova_gpu_p2p import conf
 from nova_gpu_p2p import device_spec_tags
@@ -482,7 +483,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         decision record would reach the destination unchanged, describing
         the source host's devices. A cold migration rebuilds them.
         """
-        reason = live_migration_refusal(instance)
+        reason = live_migration.refusal(instance)
         if reason is not None:
             LOG.warning(reason, instance=instance)
             action_events.record(
@@ -491,19 +492,3 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         return super().check_can_live_migrate_source(
             context, instance, dest_check_data,
             block_device_info=block_device_info)
-
-
-def live_migration_refusal(instance) -> str | None:
-    """Why this instance may not be live-migrated; None when it may."""
-    try:
-        wanted = extra_specs.parse(instance.flavor.extra_specs).wanted
-    except exception.InvalidExtraSpec:
-        wanted = True  # unknown: fail closed
-    if not wanted or not instance.pci_devices:
-        return None
-    return ('GPU P2P: live migration of a server with PCI devices and %s or '
-            '%s in its flavor is not supported: its GPU P2P cliques, '
-            'expander buses and NUMA distances would stay those of the '
-            'source host; cold-migrate it (openstack server migrate) so '
-            'they are rebuilt for the destination' % (
-                extra_specs.CLIQUE_KEY, extra_specs.NUMA_AFFINITY_KEY))

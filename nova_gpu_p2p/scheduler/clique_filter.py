@@ -46,6 +46,7 @@ from nova_gpu_p2p import conf
 from nova_gpu_p2p import driver_stat
 from nova_gpu_p2p.scheduler import host_bound
 from nova_gpu_p2p.scheduler import host_view
+from nova_gpu_p2p.scheduler import nova_support
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
 
     def __init__(self) -> None:
         super().__init__()
-        host_view.check_nova()
+        nova_support.check_nova()
         self._later: list | None = None
 
     def filter_all(self, filter_obj_list, spec_obj):
@@ -144,7 +145,7 @@ class GPUP2PCliqueFilter(filters.BaseHostFilter):
                       'there would honour hw:gpu_p2p_clique=required',
                       host_state, driver_stat.KEY)
             return False
-        if required and not host_view.can_steer(type(self).__name__):
+        if required and not nova_support.can_steer(type(self).__name__):
             return True
         try:
             groups = host_view.request_groups(spec_obj)

@@ -35,6 +35,7 @@ from oslo_log import log as logging
 
 from nova_gpu_p2p import conf
 from nova_gpu_p2p.scheduler import host_view
+from nova_gpu_p2p.scheduler import nova_support
 
 CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class GPUP2PCliqueFitWeigher(weights.BaseHostWeigher):
 
     def __init__(self) -> None:
         super().__init__()
-        host_view.check_nova()
+        nova_support.check_nova()
 
     def weight_multiplier(self, host_state) -> float:
         """The option, or the aggregate's; the default where not a number.
@@ -87,7 +88,7 @@ class GPUP2PCliqueFitWeigher(weights.BaseHostWeigher):
                       ) -> list[float]:
         """Hosts without a fit weigh one less than the loosest fit."""
         if not (host_view.wants_one_clique(weight_properties)
-                and host_view.can_steer(type(self).__name__)):
+                and nova_support.can_steer(type(self).__name__)):
             return [0.0] * len(weighed_obj_list)
         weights_ = [self._weigh_object(obj.obj, weight_properties)
                     for obj in weighed_obj_list]

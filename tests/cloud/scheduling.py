@@ -144,7 +144,7 @@ class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
         # Said once per process: a warning from an earlier test in this
         # worker must not hide this test's.
         self.useFixture(fixtures.MockPatch(
-            'nova_gpu_p2p.scheduler.host_view._legacy_warned', False))
+            'nova_gpu_p2p.scheduler.nova_support._legacy_warned', False))
         if self.ADDRESS_ORDER:
             self.useFixture(fixtures.MockPatchObject(
                 report.SchedulerReportClient, 'get_allocation_candidates',

@@ -41,6 +41,8 @@ COMPUTE_SIDE = (
     'nova_gpu_p2p.topology.discovery',
     'nova_gpu_p2p.nova_signatures',
 )
+#: The most lines a product module may have.
+MAX_LINES = 500
 #: Rooms a service loads by name -> that service.
 LOADED = {'compute': 'nova-compute', 'api': 'nova-api'}
 #: Paths nova.conf and the product contract name, kept as shims.
@@ -197,6 +199,15 @@ class TestRooms(base.TestCase):
             doc = ast.get_docstring(ast.parse(
                 (ROOT / PACKAGE / name / '__init__.py').read_text()))
             self.assertIn(LOADED[name], doc or '', name)
+
+    def test_no_product_module_over_500_lines(self):
+        """One concern per module: past 500 lines it holds two."""
+        long = ['%s: %d lines' % (path.relative_to(ROOT), lines)
+                for top in (PACKAGE, 'guest-agent/nova_gpu_p2p_guest')
+                for path in sorted((ROOT / top).rglob('*.py'))
+                for lines in [len(path.read_text().splitlines())]
+                if lines > MAX_LINES]
+        self.assertEqual([], long)
 
 
 class TestTheChecksCanFail(base.TestCase):

@@ -34,6 +34,7 @@ from nova_gpu_p2p import driver_stat
 from nova_gpu_p2p import exception
 from nova_gpu_p2p import scheduler
 from nova_gpu_p2p.scheduler import host_view
+from nova_gpu_p2p.scheduler import nova_support
 from tests.unit import base
 
 CONF = nova_conf.CONF
@@ -137,7 +138,7 @@ class _Base(base.TestCase):
         self.log = self.useFixture(fixtures.FakeLogger(
             name='nova_gpu_p2p.scheduler', level=logging.DEBUG))
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_gpu_p2p.scheduler.host_view._legacy_warned', False))
+            'nova_gpu_p2p.scheduler.nova_support._legacy_warned', False))
 
 
 class TestFilter(_Base):
@@ -804,7 +805,7 @@ class TestWeigher(_Base):
 class TestCheckNova(base.TestCase):
 
     def test_this_nova_is_accepted(self):
-        host_view.check_nova()
+        nova_support.check_nova()
 
     def test_missing_candidates_refused_at_start(self):
         from nova.scheduler import host_manager
@@ -828,7 +829,7 @@ class TestCheckNova(base.TestCase):
             'nova.scheduler.utils.get_weight_multiplier',
             lambda host_state, name: 1.0))
         exc = self.assertRaises(exception.IncompatibleNova,
-                                host_view.check_nova)
+                                nova_support.check_nova)
         self.assertIn('get_weight_multiplier takes (host_state, name)',
                       str(exc))
 
@@ -840,7 +841,7 @@ class TestCheckNova(base.TestCase):
             pci_stats.PciDeviceStats, 'apply_requests',
             lambda stats, requests, numa_cells=None: None))
         message = str(self.assertRaises(exception.IncompatibleNova,
-                                        host_view.check_nova))
+                                        nova_support.check_nova))
         self.assertIn('numa_fit_instance_to_host takes no pci_requests, '
                       'pci_stats, provider_mapping', message)
         self.assertIn('PciDeviceStats.apply_requests takes no '
