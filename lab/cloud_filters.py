@@ -21,7 +21,7 @@ of their first clique. Placement's answer is modelled as
 hosts): each host's first ordered assignments of its free GPUs to Nova's
 request groups, in the order of its GPU providers as a Python set lists
 them (shuffled per host). Then, per request, the real filters on real
-scheduler HostStates (:func:`lab.placement_scale._scheduler_host`):
+scheduler HostStates (:func:`lab.candidate_filters._scheduler_host`):
 
 * **stock**: Nova's ``PciPassthroughFilter`` and ``NUMATopologyFilter``
   over every candidate, timed per candidate on one host's sample and
@@ -38,24 +38,27 @@ import itertools
 import random
 import time
 
+from nova import conf as nova_conf
 from nova.scheduler import filters
 from oslo_config import fixture as config_fixture
 
 from nova_gpu_p2p import scheduler
 
-from lab import placement_scale as scale
+from lab import candidate_filters as checks
+from lab import placement_answer as placed
+from lab import placement_cases as model
 
 #: The recommended [scheduler] max_placement_results and placement cap.
 CAP = 10000
 #: GPUs of the busy hosts' server: two of the first clique.
 BUSY = (0, 1)
-SHAPES = (scale.Layout((8,)), scale.Layout((2, 2, 2, 2)),
-          scale.Layout((4, 4)))
+SHAPES = (model.Layout((8,)), model.Layout((2, 2, 2, 2)),
+          model.Layout((4, 4)))
 
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    layout: scale.Layout
+    layout: model.Layout
     request: int
     hosts: int
     #: ``hw:gpu_p2p_clique=required`` (the flavor ``nova-gpu-p2p flavor``
@@ -65,7 +68,7 @@ class Case:
     @property
     def numa_nodes(self) -> int:
         """As an operator sizes the flavor: a guest cell per socket used."""
-        per_socket = self.layout.gpus // scale.SOCKETS
+        per_socket = self.layout.gpus // checks.SOCKETS
         return -(-self.request // per_socket)
 
     @property
@@ -101,7 +104,7 @@ def _fitting_free(case: Case, busy: bool) -> bool:
         if busy and gpu in BUSY:
             continue
         key = (case.layout.clique_of(gpu) if case.required else None,
-               gpu * scale.SOCKETS // case.layout.gpus
+               gpu * checks.SOCKETS // case.layout.gpus
                if case.numa_nodes == 1 else None)
         free[key] = free.get(key, 0) + 1
     return max(free.values(), default=0) >= case.request
@@ -113,14 +116,14 @@ def run(case: Case, keep: int = 2, cap: int = CAP) -> dict:
     :param cap: placement's cap, shared breadth-first.
     """
     hosts = answer(case, cap)
-    nova = [f() for f in scale.NOVA_FILTERS]
+    nova = [f() for f in checks.NOVA_FILTERS]
     ours = scheduler.GPUP2PCliqueFilter()
-    with scale._nova_config(), config_fixture.Config(
-            scale.nova_conf.CONF) as options:
+    with placed._nova_config(), config_fixture.Config(
+            nova_conf.CONF) as options:
         options.config(candidates_per_host=keep, group='gpu_p2p')
-        spec = scale._request_spec(case.request, case.required,
-                                   case.numa_nodes)
-        sample = scale._scheduler_host(case.layout, hosts[0][:200], spec)
+        spec = placed._request_spec(case.request, case.required,
+                                    case.numa_nodes)
+        sample = checks._scheduler_host(case.layout, hosts[0][:200], spec)
         start = time.perf_counter()
         _passes(nova, sample, spec)
         per_candidate = ((time.perf_counter() - start)
@@ -132,8 +135,8 @@ def run(case: Case, keep: int = 2, cap: int = CAP) -> dict:
                 # Placement leaves out a host without enough free GPUs.
                 continue
             busy = BUSY if index % 2 else ()
-            host = scale._scheduler_host(case.layout, candidates, spec,
-                                         busy)
+            host = checks._scheduler_host(case.layout, candidates, spec,
+                                          busy)
             fits = _fitting_free(case, bool(busy))
             fitting += fits
             start = time.perf_counter()
@@ -166,22 +169,22 @@ def whole_cloud(case: Case, per_host: int = 1) -> dict:
     Nova's two pass, then Nova's two over those.
     """
     rows = answer(case, per_host * case.hosts)
-    with scale._nova_config(), config_fixture.Config(
-            scale.nova_conf.CONF) as options:
+    with placed._nova_config(), config_fixture.Config(
+            nova_conf.CONF) as options:
         options.config(group='filter_scheduler', enabled_filters=[
-            'GPUP2PCliqueFilter'] + [f.__name__ for f in scale.NOVA_FILTERS],
+            'GPUP2PCliqueFilter'] + [f.__name__ for f in checks.NOVA_FILTERS],
             available_filters=['nova.scheduler.filters.all_filters',
                                'nova_gpu_p2p.scheduler.GPUP2PCliqueFilter'])
-        spec = scale._request_spec(case.request, case.required,
-                                   case.numa_nodes)
+        spec = placed._request_spec(case.request, case.required,
+                                    case.numa_nodes)
         handler = filters.HostFilterHandler()
         found = {}
         for name, chain in (
-                ('stock', [f() for f in scale.NOVA_FILTERS]),
+                ('stock', [f() for f in checks.NOVA_FILTERS]),
                 ('ours', [scheduler.GPUP2PCliqueFilter()]
-                 + [f() for f in scale.NOVA_FILTERS])):
-            hosts = [scale._scheduler_host(case.layout, candidates, spec,
-                                           BUSY if index % 2 else ())
+                 + [f() for f in checks.NOVA_FILTERS])):
+            hosts = [checks._scheduler_host(case.layout, candidates, spec,
+                                            BUSY if index % 2 else ())
                      for index, candidates in enumerate(rows) if candidates]
             start = time.perf_counter()
             kept = handler.get_filtered_objects(chain, hosts, spec)

@@ -27,7 +27,7 @@ import json
 import fixtures
 
 from lab import capacity_cloud as cloud
-from lab import placement_scale
+from lab import placement_cases
 from nova_gpu_p2p import capacity
 from nova_gpu_p2p import extra_specs
 from tests.cloud import scheduling
@@ -45,7 +45,7 @@ class _CapacityBase(matrix.Moves, scheduling.CliqueSchedulingBase):
 
     def setUp(self):
         super().setUp()
-        self.cap_placement(placement_scale.PER_HOST)
+        self.cap_placement(placement_cases.PER_HOST)
         self.skip_disk_copy()
         cloud.allow_reads()
         directory = self.useFixture(fixtures.TempDir()).path

@@ -37,7 +37,7 @@ of the free GPUs: 1680 for 4 of 8).
 
 from nova.tests.functional.api import client
 
-from lab import placement_scale
+from lab import placement_cases
 from lab import scheduling_sim
 from tests.cloud import scheduling
 from tests.functional import test_guest_config as layout
@@ -302,7 +302,7 @@ class TenHostsTest(scheduling.CliqueSchedulingBase):
         # Placement's cap as scheduling-scale.rst recommends it, two
         # candidates per host: it builds 1680 orders of four of eight GPUs
         # per host without one.
-        self.cap_placement(placement_scale.PER_HOST * len(self.HOSTS))
+        self.cap_placement(placement_cases.PER_HOST * len(self.HOSTS))
 
     def test_four_take_a_whole_free_clique_first_try(self):
         for mode in ('required', None):
@@ -354,7 +354,7 @@ class EightOfEightTest(scheduling.CliqueSchedulingBase):
 
     def setUp(self):
         super().setUp()
-        self.cap_placement(placement_scale.PER_HOST)
+        self.cap_placement(placement_cases.PER_HOST)
         self.start_host('host1', 'SYS')
 
     def test_whole_host_first_try(self):

@@ -29,7 +29,7 @@ import fixtures
 from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
 
-from lab import placement_scale
+from lab import placement_cases
 from nova_gpu_p2p.compute import outage
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import pci_ids
@@ -56,7 +56,7 @@ class _FabricBase(scheduling.CliqueSchedulingBase):
         if not self.PCI_IN_PLACEMENT:
             self.flags(report_in_placement=False, group='pci')
         # As doc/source/scheduling-scale.rst recommends, for one host.
-        self.cap_placement(placement_scale.PER_HOST)
+        self.cap_placement(placement_cases.PER_HOST)
         self.fm = fake_fabric.fabric_manager(self, self.BOARD)
         with open(CONF.gpu_p2p.module_id_file, 'w') as f:
             # What NVML recorded while the GPUs were on nvidia.

@@ -23,7 +23,7 @@ before Nova's PCI and NUMA filters look. Under the recommended settings:
 placement's cap two candidates per host, our filter first.
 """
 
-from lab import placement_scale
+from lab import placement_cases
 from tests.cloud import scheduling
 from tests.functional import test_clique_scheduling as clique_scheduling
 from tests.functional import test_fabric_partitions as fabric
@@ -45,7 +45,7 @@ class TwinSocketTest(clique_scheduling._SocketCliques,
 
     def setUp(self):
         super().setUp()
-        self.cap_placement(placement_scale.PER_HOST)
+        self.cap_placement(placement_cases.PER_HOST)
 
     def test_three_pairs_each_on_one_clique(self):
         servers = self.boot_together(self.flavor(2), 3)
@@ -74,7 +74,7 @@ class TwoHostsTest(scheduling.CliqueSchedulingBase):
         super().setUp()
         for hostname in ('host1', 'host2'):
             self.start_host(hostname, 'PHB')
-        self.cap_placement(placement_scale.PER_HOST * 2)
+        self.cap_placement(placement_cases.PER_HOST * 2)
 
     def test_two_per_host_each_a_clique(self):
         servers = self.boot_together(self.flavor(4), 4)

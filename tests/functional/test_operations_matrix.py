@@ -55,7 +55,7 @@ from nova import conf as nova_conf
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.api import client
 
-from lab import placement_scale
+from lab import placement_cases
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p import nova_fix
 from nova_gpu_p2p.topology import discovery
@@ -144,7 +144,7 @@ class _OperationsMatrix(Moves):
 
     def setUp(self):
         super().setUp()
-        self.cap_placement(placement_scale.PER_HOST * len(HOSTS))
+        self.cap_placement(placement_cases.PER_HOST * len(HOSTS))
         #: (server UUID, host) -> Fabric Manager partitions active as its
         #: domain started there (empty without Fabric Manager).
         self.at_start: dict[tuple[str, str], set[int]] = {}

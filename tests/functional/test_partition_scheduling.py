@@ -25,7 +25,7 @@ partition. Candidates come in PCI address order
 ``0000:03:00.0`` and ``0000:04:00.0`` (modules 2 and 3), is no partition.
 """
 
-from lab import placement_scale
+from lab import placement_cases
 from nova_gpu_p2p import extra_specs
 from tests.cloud import scheduling
 from tests.fixtures import hosts
@@ -80,7 +80,7 @@ class PartitionsTest(_PartitionSchedulingBase):
         # recommended cap placement stops at two of its 8! orderings,
         # which it would otherwise build from 8^8 combinations and Nova
         # judge one by one.
-        self.cap_placement(placement_scale.PER_HOST)
+        self.cap_placement(placement_cases.PER_HOST)
         board = self.gpu_flavor(8, numa_nodes=2, vcpus=2, extra_specs={
             extra_specs.CLIQUE_KEY: 'required'})
         self.assertEqual(gpus_of(*range(1, 9)),

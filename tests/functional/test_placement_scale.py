@@ -36,14 +36,16 @@ import sys
 import fixtures
 import testtools
 
-from lab import placement_scale
+from lab import candidate_filters as checks
+from lab import placement_answer as placed
+from lab import placement_cases as model
 from nova_gpu_p2p import conf
 import tests
 
 DOC = os.path.join(tests.ROOT, 'doc', 'source', 'scheduling-scale.rst')
 #: Four cliques of four; one GPU in use in each of cliques 0, 1 and 2.
-HOST = placement_scale.Case(
-    placement_scale.Layout((4, 4, 4, 4)), request=4, busy=(0, 4, 8))
+HOST = model.Case(
+    model.Layout((4, 4, 4, 4)), request=4, busy=(0, 4, 8))
 
 
 def documented_settings() -> dict[str, configparser.ConfigParser]:
@@ -63,16 +65,16 @@ def documented_settings() -> dict[str, configparser.ConfigParser]:
 
 class PlacementScaleTest(testtools.TestCase):
 
-    def answer(self, settings: placement_scale.Settings
-               ) -> tuple[placement_scale.Case, list[list[str]]]:
+    def answer(self, settings: model.Settings
+               ) -> tuple[model.Case, list[list[str]]]:
         case = dataclasses.replace(HOST, settings=settings)
-        query, microversion = placement_scale.nova_query(
+        query, microversion = placed.nova_query(
             case.request, settings.max_placement_results)
-        candidates, _ = placement_scale.answer(case, query, microversion)
+        candidates, _ = placed.answer(case, query, microversion)
         return case, candidates
 
-    def run_case(self, settings: placement_scale.Settings) -> dict:
-        return placement_scale.judge(*self.answer(settings))
+    def run_case(self, settings: model.Settings) -> dict:
+        return placed.judge(*self.answer(settings))
 
     def test_documented_settings_are_the_measured_ones(self):
         blocks = documented_settings()
@@ -81,8 +83,8 @@ class PlacementScaleTest(testtools.TestCase):
         with open(DOC) as page:
             hosts = int(re.search(r'Two candidates per compute node '
                                   r'\(here (\d+)\)', page.read())[1])
-        self.assertEqual(placement_scale.DOC_HOSTS, hosts)
-        recommended = placement_scale.recommended(hosts)
+        self.assertEqual(model.DOC_HOSTS, hosts)
+        recommended = model.recommended(hosts)
         self.assertEqual(
             (recommended.max_allocation_candidates,
              recommended.generation_strategy,
@@ -95,7 +97,7 @@ class PlacementScaleTest(testtools.TestCase):
                                   'optimize_for_wide_provider_trees'),
              nova.getint('scheduler', 'max_placement_results')))
         # Ours first, so Nova's costly candidate filters see only the
-        # one-clique candidates (placement_scale.filter_seconds).
+        # one-clique candidates (lab.candidate_filters.filter_seconds).
         # The default, as measured (tox -e bench --
         # scheduling_at_cloud_size).
         self.assertEqual(
@@ -104,33 +106,33 @@ class PlacementScaleTest(testtools.TestCase):
             nova.getint('gpu_p2p', 'candidates_per_host'))
         enabled = nova.get('filter_scheduler', 'enabled_filters').split(',')
         ours = enabled.index('GPUP2PCliqueFilter')
-        for nova_filter in placement_scale.NOVA_FILTERS:
+        for nova_filter in checks.NOVA_FILTERS:
             self.assertLess(ours, enabled.index(nova_filter.__name__))
 
     def test_the_filter_builds_the_only_fitting_clique(self):
-        case, candidates = self.answer(placement_scale.recommended(1))
+        case, candidates = self.answer(model.recommended(1))
         # Placement stopped at its cap of two: neither is on clique 3.
         self.assertEqual(
-            {'candidates': [placement_scale.PER_HOST], 'fitting': [0]},
-            {key: placement_scale.judge(case, candidates)[key]
+            {'candidates': [model.PER_HOST], 'fitting': [0]},
+            {key: placed.judge(case, candidates)[key]
              for key in ('candidates', 'fitting')})
         self.assertEqual({'built_fit': [True], 'built_best_fit': [True]},
-                         placement_scale.filtered(case, candidates))
+                         checks.filtered(case, candidates))
 
     def test_a_cap_of_10000_kept_it_without_the_filter(self):
-        result = self.run_case(placement_scale.CAP_10000)
+        result = self.run_case(model.CAP_10000)
         self.assertTrue(result['fit_exists'])
         self.assertGreater(result['fitting'][0], 0)
         self.assertEqual([True], result['best_fit_kept'])
         # Placement stopped at its cap: not every candidate was built.
         self.assertEqual(
-            [placement_scale.CAP_10000.max_allocation_candidates],
+            [model.CAP_10000.max_allocation_candidates],
             result['candidates'])
 
     def test_a_cap_of_1000_loses_it(self):
-        cap = placement_scale.NOVA_LIMIT
+        cap = model.NOVA_LIMIT
         result = self.run_case(dataclasses.replace(
-            placement_scale.CAP_10000, name='cap 1000',
+            model.CAP_10000, name='cap 1000',
             max_placement_results=cap, max_allocation_candidates=cap))
         self.assertEqual([cap], result['candidates'])
         self.assertEqual([0], result['fitting'])

@@ -15,7 +15,7 @@
 """lab.cloud_filters.whole_cloud: Nova's filter handler, stock and ours."""
 
 from lab import cloud_filters
-from lab import placement_scale as scale
+from lab import placement_cases as model
 from tests.unit import base
 
 
@@ -25,7 +25,7 @@ class WholeCloudTest(base.TestCase):
         # Two cliques of four a host, four GPUs: one candidate a host from
         # placement; stock Nova's NUMA check refuses those across sockets.
         found = cloud_filters.whole_cloud(cloud_filters.Case(
-            scale.Layout((4, 4)), 4, 12))
+            model.Layout((4, 4)), 4, 12))
         # One server, [scheduler] max_attempts - 1 = 2, 5 spare.
         self.assertEqual(8, found['ours_kept'])
         self.assertLess(found['stock_kept'], 12)
