@@ -134,6 +134,8 @@ def register_nova_options(opts: cfg.ConfigOpts) -> None:
 
     Imported only when needed: the other commands skip Nova's modules. An
     option Nova lists twice (keystoneauth's, in several groups) once.
+    Groups by name: oslo.config copies an OptGroup object shallowly, so
+    registering into Nova's own would add these options to nova.conf.CONF.
     """
     from nova.conf import opts as nova_opts
 
@@ -142,7 +144,7 @@ def register_nova_options(opts: cfg.ConfigOpts) -> None:
         for opt in options:
             try:
                 opts.register_opt(opt, group=None if name == 'DEFAULT'
-                                  else group)
+                                  else name)
             except cfg.DuplicateOptError:
                 pass
 

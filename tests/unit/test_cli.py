@@ -469,6 +469,20 @@ class TestNovaReferences(CLITestCase):
             self.assertNotEqual(2, rc, err)
             self.assertNotIn('$ reference', err)
 
+    def test_novas_own_conf_left_alone(self):
+        """Nova's options are copied by group name, not into its groups."""
+        from nova import conf as nova_conf
+
+        def registered():
+            return {group: set(nova_conf.CONF[group].keys())
+                    for group in ('ironic', 'glance', 'keystone')}
+
+        before = registered()
+        opts = cfg.ConfigOpts()
+        sources.register_nova_options(opts)
+        self.assertIn('auth_url', opts.ironic.keys())
+        self.assertEqual(before, registered())
+
     def test_a_reference_to_no_option_is_still_refused(self):
         path = self.write('nova.conf', '[gpu_p2p]\nmodule_id_file = '
                           '$no_such_option/ids.json\n')
