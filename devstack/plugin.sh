@@ -34,9 +34,11 @@ _GPU_P2P_COMPUTE_OPTIONS="topology_backend sysfs_root static_topology_file
 p2p_level acs_policy clique_map expander_bus_grouping align_device_types
 guest_numa_distances pcihole64 guest_topology report_traits
 fabric_manager_address fabric_manager_library module_id_file
-allow_consumer_gpu_cliques trusted_gpu_models pci_ids_file"
+allow_consumer_gpu_cliques trusted_gpu_models pci_ids_file
+grace_numa_cells_per_gpu"
 # and nova-scheduler these, on n-sch hosts (a controller without n-cpu too):
-_GPU_P2P_SCHEDULER_OPTIONS="clique_fit_weight_multiplier candidates_per_host"
+_GPU_P2P_SCHEDULER_OPTIONS="clique_fit_weight_multiplier candidates_per_host
+spare_hosts"
 _GPU_P2P_CLIQUE_FILTER=nova_gpu_p2p.scheduler.GPUP2PCliqueFilter
 _GPU_P2P_WEIGHER=nova_gpu_p2p.scheduler.GPUP2PCliqueFitWeigher
 # Ours first: it trims the allocation candidates that Nova's two check one

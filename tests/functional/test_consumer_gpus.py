@@ -59,7 +59,7 @@ class ConsumerGPUHostsTest(placement_traits._TraitsTestBase):
         self.assertEqual({}, layout.gpu_cliques(xml))
         self.assertEqual({}, layout.clique_ids(xml))
         self.assertRegex(self.stdlog.logger.output,
-                         r'INFO \[nova_gpu_p2p\.driver\] GPU P2P: '
+                         r'INFO \[nova_gpu_p2p\.compute\.driver\] GPU P2P: '
                          r'hw:gpu_p2p_clique=auto: ' + CONSUMER)
 
     def test_required_with_the_trait_goes_to_the_ada_pair(self):

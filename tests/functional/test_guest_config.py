@@ -480,7 +480,7 @@ class RefusalTest(waits.PatientWaits, LayoutAssertions,
                       message)
         for fragment in fragments:
             self.assertIn(fragment, message)
-        logged = re.search(r' ERROR \[nova_gpu_p2p\.driver\] .*'
+        logged = re.search(r' ERROR \[nova_gpu_p2p\.compute\.driver\] .*'
                            r'GPU P2P: (.*)$', self.stdlog.logger.output,
                            re.MULTILINE)
         self.assertIsNotNone(logged)

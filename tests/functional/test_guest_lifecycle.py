@@ -214,7 +214,7 @@ class RescheduleTest(_WeighedHostsBase):
         self.assertEqual('mixed', server['OS-EXT-SRV-ATTR:host'])
         log = self.stdlog.logger.output
         # The epyc host refused, naming its GPUs and their link ...
-        self.assertRegex(log, r' ERROR \[nova_gpu_p2p\.driver\] .*'
+        self.assertRegex(log, r' ERROR \[nova_gpu_p2p\.compute\.driver\] .*'
                          + self.REFUSAL)
         # ... and the conductor rescheduled because of it.
         self.assertRegex(log, r'Error from last host: epyc \(node epyc\): '

@@ -224,8 +224,8 @@ class LiveMigrationTest(waits.PatientWaits, layout.LayoutAssertions,
         self.assertEqual(source, server['OS-EXT-SRV-ATTR:host'])
         self.assertRegex(
             self.stdlog.logger.output,
-            r'WARNING \[nova_gpu_p2p\.driver\] .*GPU P2P: live migration '
-            r'of a server with PCI devices')
+            r'WARNING \[nova_gpu_p2p\.compute\.driver\] .*GPU P2P: '
+            r'live migration of a server with PCI devices')
         events = [event for event in waits.finished_events(self.api, server)
                   if event['event'] == action_events.LIVE_MIGRATION]
         self.assertEqual(1, len(events), events)

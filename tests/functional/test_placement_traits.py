@@ -375,7 +375,7 @@ class DeviceProviderTraitsTest(_TraitsTestBase):
 
     def warnings(self, address: str) -> list[str]:
         return re.findall(
-            r'WARNING \[nova_gpu_p2p\.driver\] GPU P2P: GPU %s is in '
+            r'WARNING \[nova_gpu_p2p\.compute\.driver\] GPU P2P: GPU %s is in '
             r'clique 0 but its placement provider has no clique trait and '
             r'its \[pci\] device_spec entry has no gpu_p2p_clique tag: '
             r'set device_spec = .*' % re.escape(address),
