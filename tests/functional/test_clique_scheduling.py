@@ -140,7 +140,7 @@ class LegacyModeTest(_PairsHost, scheduling.CliqueSchedulingBase):
         warnings = [line for line in self.stdlog.logger.output.splitlines()
                     if LEGACY_WARNING in line]
         self.assertEqual(1, len(warnings), '\n'.join(warnings))
-        self.assertIn(' WARNING [nova_gpu_p2p.scheduler.host_view] ',
+        self.assertIn(' WARNING [nova_gpu_p2p.scheduler.nova_support] ',
                       warnings[0])
 
 
