@@ -29,6 +29,7 @@ computes) at once: the scheduler decides from its own Nova.
 import functools
 import importlib
 import inspect
+import warnings
 
 #: What ``nova-gpu-p2p check`` and the docs call the fix.
 NAME = 'Nova move-claim fix (patches/nova)'
@@ -49,9 +50,16 @@ def carried_by(resource_tracker_class) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def carried() -> bool:
-    """Whether the Nova this process imports carries the fix."""
+    """Whether the Nova this process imports carries the fix.
+
+    Nova 33's objects warn of their own deprecations when imported (as
+    ``check`` first does here): Nova's concern, not the operator's.
+    """
     try:
-        module = importlib.import_module('nova.compute.resource_tracker')
+        with warnings.catch_warnings():
+            warnings.filterwarnings('ignore', category=DeprecationWarning,
+                                    module='nova')
+            module = importlib.import_module('nova.compute.resource_tracker')
     except ImportError:
         return False
     return carried_by(getattr(module, 'ResourceTracker', None))

@@ -148,6 +148,8 @@ OPTION_VALUES = {
     'trusted_gpu_models': '10de:2bb1,10de:2bb5:10de:204e',
     'pci_ids_file': '/usr/share/hwdata/pci.ids',
     'candidates_per_host': '5',
+    'spare_hosts': '3',
+    'grace_numa_cells_per_gpu': '4',
 }
 PCI = {'GPU_P2P_ALIAS': 'h100', 'GPU_P2P_PRODUCT_ID': '2330'}
 NIC_SPEC = '{"vendor_id": "15b3", "product_id": "101e"}'
