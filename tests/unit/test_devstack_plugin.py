@@ -806,7 +806,7 @@ class TestMoreStack(base.TestCase):
 class TestLayouts(base.TestCase):
     """Each host of a multi-node devstack gets what its services read."""
 
-    SCHEDULER_OPTIONS = {'candidates_per_host': '5',
+    SCHEDULER_OPTIONS = {'candidates_per_host': '5', 'spare_hosts': '3',
                          'clique_fit_weight_multiplier': '2.5'}
 
     def settings(self):
