@@ -58,7 +58,7 @@ def carried() -> bool:
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings('ignore', category=DeprecationWarning,
-                                    module='nova')
+                                    module=r'nova\.')
             module = importlib.import_module('nova.compute.resource_tracker')
     except ImportError:
         return False
