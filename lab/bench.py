@@ -249,6 +249,10 @@ def main(argv: list[str]) -> int:
                         'filters and weighers' % select)
     parser.add_argument('--select-batch', action='store_const', const=True,
                         help='%s: a --min 20 batch on each cloud too' % select)
+    parser.add_argument('--select-quiet', type=float, metavar='LOAD',
+                        help='%s: before its requests, wait (up to 30 '
+                        'minutes) for the load average to fall to LOAD'
+                        % select)
     args = parser.parse_args(argv)
     sizes = bench_sizes.configure(args.quick, {
         'select_hosts': args.select_hosts,
@@ -257,7 +261,8 @@ def main(argv: list[str]) -> int:
         'select_caps': args.select_caps,
         'select_keep': args.select_keep,
         'select_stock': args.select_stock,
-        'select_batch': args.select_batch})
+        'select_batch': args.select_batch,
+        'select_quiet': args.select_quiet})
     bench_privsep.configure(sizes.privsep_rounds, sizes.stall_rounds,
                             args.quick)
     if args.child:

@@ -194,7 +194,9 @@ def select_destinations_at_cloud_size() -> dict:
             caps_per_host=bench_sizes.SIZES.select_caps,
             candidates_per_host=bench_sizes.SIZES.select_keep,
             compare_stock=bench_sizes.SIZES.select_stock,
-            with_batch=bench_sizes.SIZES.select_batch, **sizes))]}
+            with_batch=bench_sizes.SIZES.select_batch,
+            quiet_load=bench_sizes.SIZES.select_quiet,
+            progress=lambda step: '  ' + step, **sizes))]}
 
 
 def _with_load(records: list[dict]) -> list[dict]:

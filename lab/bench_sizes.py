@@ -64,6 +64,9 @@ class Sizes:
     #: batch of select_bench_cloud.BATCH servers on each cloud, each way.
     select_stock: bool = False
     select_batch: bool = False
+    #: The load average select_bench_cloud waits for before its requests
+    #: (None: no wait).
+    select_quiet: float | None = None
     #: select_destinations_batches' cloud sizes, shapes and servers per
     #: request (0: select_bench_cloud.BATCH, two per host at 10 hosts).
     batch_hosts: tuple[int, ...] = (10, 50)

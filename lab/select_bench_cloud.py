@@ -42,6 +42,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import time
 
 import fixtures
@@ -82,6 +83,8 @@ BATCH_GPUS = 4
 #: the database from each compute host, here all 500 would run in the
 #: scheduler's own process, 50 a second, and be timed as its work.
 HEARTBEAT_S = 24 * 3600
+#: The longest :meth:`SelectCloud.wait_for_quiet` waits, seconds.
+QUIET_WAIT_S = 1800
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +130,13 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     compare_stock = False
     #: :meth:`select` also asks a batch (:meth:`batch_here`) at the end.
     with_batch = False
+    #: Before its requests :meth:`select` waits (up to :data:`QUIET_WAIT_S`)
+    #: for the machine's 1-minute load average to fall to this; None: no
+    #: wait. A 1000-host cloud takes most of an hour to start; its
+    #: requests are timed when nothing else runs.
+    quiet_load: float | None = None
+    #: Told each step; the tool running us shows it.
+    progress: Callable[[str], None] = staticmethod(lambda step: None)
     OURS_FIRST = True
     ADDRESS_ORDER = False
     SHARED_TREES = True
@@ -176,6 +186,18 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         self.timings = self._timed()
         #: Seconds the cloud took to start, its busy servers booted.
         self.start_seconds = time.perf_counter() - started
+        self.progress('%d hosts of %s started in %.0f s' % (
+            self.hosts, self.shape, self.start_seconds))
+
+    def wait_for_quiet(self) -> None:
+        """Until the load average is :attr:`quiet_load` (if set)."""
+        if self.quiet_load is None:
+            return
+        self.progress('waiting for a load average of %g' % self.quiet_load)
+        deadline = time.monotonic() + QUIET_WAIT_S
+        while (os.getloadavg()[0] > self.quiet_load
+               and time.monotonic() < deadline):
+            time.sleep(5)
 
     def cap(self, per_host: float) -> int:
         """Placement's cap for ``per_host`` candidates a host."""
@@ -429,6 +451,7 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         With :attr:`compare_stock` each also with stock Nova's filters;
         with :attr:`with_batch` a batch at the end (each way).
         """
+        self.wait_for_quiet()
         for per_host in self.caps_per_host:
             self.cap_placement(self.cap(per_host))
             for stock in (False, True)[:1 + self.compare_stock]:

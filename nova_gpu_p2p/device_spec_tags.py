@@ -40,6 +40,17 @@ count. The count is there because Nova's pools hold only free GPUs: the
 scheduler could not tell a whole partition from the free part of one
 (:mod:`nova_gpu_p2p.scheduler.partition_fit`). Hosts without partitions
 get no such trait or tag.
+
+Each GPU's entry also carries its place in the claim order
+(:func:`nova_gpu_p2p.compute.claim_order.ranks`) as that many order tags
+``gpu_p2p_order_1``, ``gpu_p2p_order_2``, ... (:func:`order_tags`): Nova
+sorts a host's PCI pools by their number of keys, so the GPU whose entry
+has the fewest comes first, and a move claim that ignores placement (an
+unfixed Nova, :mod:`nova_gpu_p2p.nova_fix`) takes a partition (clique)
+first on an empty NUMA node, after any number of nova-compute restarts.
+Only Nova's pool order reads them; a missing or stale one costs moves,
+never a wrong clique (the scheduler predicts Nova's claim from the pools
+it sees, :mod:`nova_gpu_p2p.scheduler.move_claims`).
 """
 
 from collections.abc import Iterable
@@ -54,6 +65,7 @@ import warnings
 from nova_gpu_p2p_guest import errors
 
 from nova_gpu_p2p import ascii_decimal
+from nova_gpu_p2p.compute import claim_order
 from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.topology import host_cliques as host_cliques
 from nova_gpu_p2p import traits
@@ -63,7 +75,24 @@ CLIQUE_TAG = 'gpu_p2p_clique'
 #: The device_spec tag (and so PCI pool key) holding the Fabric Manager
 #: partitions of two or more GPUs that hold a GPU, with their GPU counts.
 PARTITIONS_TAG = 'gpu_p2p_partitions'
+#: The start of each order tag's name; the tags are numbered from 1.
+ORDER_TAG_PREFIX = 'gpu_p2p_order_'
 _NONE: Mapping[int, int] = types.MappingProxyType({})
+
+
+def order_tags(rank: int) -> dict[str, str]:
+    """The order tags of the GPU at place ``rank`` (from 0) of its host.
+
+    ``rank`` tags, each holding the rank: their number is what Nova sorts
+    by, their value is for a reader.
+    """
+    return {'%s%d' % (ORDER_TAG_PREFIX, n): str(rank)
+            for n in range(1, rank + 1)}
+
+
+def is_order_tag(key: str) -> bool:
+    """Whether a device_spec tag (pool key) is one of :func:`order_tags`."""
+    return key.startswith(ORDER_TAG_PREFIX)
 
 
 def partition_sizes(partitions: Iterable[partitions_mod.FabricPartition]
@@ -89,11 +118,12 @@ def _partitions_value(partitions: Mapping[int, int]) -> str:
 
 
 def entry(address: str, clique_id: int,
-          partitions: Mapping[int, int] = _NONE) -> str:
+          partitions: Mapping[int, int] = _NONE, rank: int = 0) -> str:
     """The ``[pci] device_spec`` line for a GPU of clique ``clique_id``.
 
     :param partitions: ID -> GPU count of the Fabric Manager partitions
         of two or more GPUs holding it (:func:`partition_sizes`).
+    :param rank: its place in the host's claim order (:func:`entries`).
     """
     spec = {'address': address, 'traits': ','.join(
         [traits.clique_id_trait(clique_id)]
@@ -101,7 +131,56 @@ def entry(address: str, clique_id: int,
         CLIQUE_TAG: str(clique_id)}
     if partitions:
         spec[PARTITIONS_TAG] = _partitions_value(partitions)
+    spec.update(order_tags(rank))
     return 'device_spec = %s' % json.dumps(spec)
+
+
+def entries(clique_ids: Mapping[str, int | None],
+            numa_nodes: Mapping[str, int | None],
+            partitions: Iterable[partitions_mod.FabricPartition] = ()
+            ) -> list[str]:
+    """A host's device_spec lines: each GPU in a clique, in address order.
+
+    :param clique_ids: GPU address -> host clique ID (None: no clique,
+        no line).
+    :param numa_nodes: GPU address -> host NUMA node.
+    :param partitions: the host's Fabric Manager partitions, if any: they,
+        not the cliques, are the groups of the claim order then.
+    """
+    partitions = tuple(partitions)
+    held = partition_sizes(partitions)
+    ranks = claim_ranks(clique_ids, numa_nodes, partitions)
+    return [entry(address, clique_id, held.get(address, _NONE),
+                  ranks[address.lower()])
+            for address, clique_id in sorted(clique_ids.items())
+            if clique_id is not None]
+
+
+def claim_ranks(clique_ids: Mapping[str, int | None],
+                numa_nodes: Mapping[str, int | None],
+                partitions: Iterable[partitions_mod.FabricPartition] = ()
+                ) -> dict[str, int]:
+    """Each GPU in a clique's place in the claim order (:func:`entries`)."""
+    members: dict[int, list[str]] = {}
+    for address, clique_id in clique_ids.items():
+        if clique_id is not None:
+            members.setdefault(clique_id, []).append(address)
+    groups = ([p.gpus for p in partitions if len(p.gpus) > 1]
+              or list(members.values()))
+    return claim_order.ranks(
+        {address: numa_nodes.get(address)
+         for gpus in members.values() for address in gpus}, groups)
+
+
+def misordered(spec_tags: Mapping[str, Mapping[str, str]],
+               ranks: Mapping[str, int]) -> list[str]:
+    """GPUs whose entry has not as many order tags as their rank.
+
+    Only GPUs an entry offers: the others are not Nova's to claim.
+    """
+    return sorted(address for address, rank in ranks.items()
+                  if address in spec_tags
+                  and sum(map(is_order_tag, spec_tags[address])) != rank)
 
 
 def provider_name(nodename: str, address: str) -> str:

@@ -24,6 +24,12 @@ filter's move workaround (:mod:`nova_gpu_p2p.scheduler.move_claims`) is
 off: placement's choice, one clique or partition, is what is claimed.
 Apply the series to every Nova node (API, conductor, scheduler and
 computes) at once: the scheduler decides from its own Nova.
+
+On a Nova without the series the driver still gives a domain only the
+devices on its own compute node (:func:`on_its_node`, what the series'
+second patch does in ``Instance.get_pci_devices``), so that a server
+evacuated at 2.95 or later starts while its failed source still holds
+its old devices.
 """
 
 import functools
@@ -63,3 +69,28 @@ def carried() -> bool:
     except ImportError:
         return False
     return carried_by(getattr(module, 'ResourceTracker', None))
+
+
+def on_its_node(instance):
+    """The instance, or a copy whose PCI devices are those on its node.
+
+    An evacuated server's ``pci_devices`` also hold the devices its failed
+    source compute claimed, until that compute comes back; an unfixed
+    Nova's ``Instance.get_pci_devices`` then looks their old request IDs
+    up among the server's new requests, and the start fails with
+    KeyError. Where the instance has no device on its node (a resize
+    revert's, an instance without ``compute_id``) it is returned as it
+    is, as the fixed Nova does. A copy, so nothing of this is saved.
+    """
+    if (not instance.obj_attr_is_set('compute_id')
+            or instance.compute_id is None or not instance.pci_devices):
+        return instance
+    devices = instance.pci_devices.objects
+    here = [device for device in devices
+            if device.obj_attr_is_set('compute_node_id')
+            and device.compute_node_id == instance.compute_id]
+    if not here or len(here) == len(devices):
+        return instance
+    copy = instance.obj_clone()
+    copy.pci_devices = type(instance.pci_devices)(objects=here)
+    return copy

@@ -43,6 +43,8 @@ HOOKS = {
     '_create_guest': ('context', 'xml', 'instance', 'power_on', 'pause',
                       'post_xml_callback'),
     '_destroy': ('instance',),
+    # Only the devices on the instance's node (nova_fix.on_its_node).
+    '_guest_add_pci_devices': ('guest', 'instance'),
 }
 
 #: Nova callable we call, as ``module:qualified name`` -> the leading

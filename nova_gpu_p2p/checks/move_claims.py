@@ -40,10 +40,12 @@ def check_move_claims(carried: bool, fabric_host: bool) -> result.Check:
             'nova-compute restart' % group)
     return result.warning(
         TITLE, 'Nova lacks the move-claim fix: a cold migration, resize or '
-        'evacuation to this host claims its first free GPUs, in PCI address '
-        'order once nova-compute restarted; where they are not one %s a '
-        'required server\'s move is refused (NoValidHost, the server keeps '
-        'running where it is) and an auto server\'s lands on them; a server '
-        'evacuated at microversion 2.95 or later does not start' % group,
+        'evacuation to this host claims its first free GPUs on the NUMA '
+        'nodes Nova fits, in the order of the [pci] device_spec order tags '
+        '(PCI address order without them, once nova-compute restarted); '
+        'where they are not one %s, as on a node whose GPUs 1-GPU servers '
+        'split, a required server\'s move is refused (NoValidHost, the '
+        'server keeps running where it is) and an auto server\'s lands on '
+        'them' % group,
         'apply the series in patches/nova to Nova on every node; %s'
         % result.see(result.Doc.NOVA_MOVE_CLAIMS))

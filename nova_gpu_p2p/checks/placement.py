@@ -85,4 +85,29 @@ def check_placement(topology: model.HostTopology,
         'placement',
         '[pci] report_in_placement on: %d of %d GPUs in cliques offered by '
         '[pci] device_spec, each with its clique trait and %s tag'
-        % (len(offered), len(in_cliques), device_spec_tags.CLIQUE_TAG))]
+        % (len(offered), len(in_cliques), device_spec_tags.CLIQUE_TAG))
+    ] + _order_checks(topology, cliques, spec_tags)
+
+
+def _order_checks(topology: model.HostTopology,
+                  cliques: host_cliques.Cliques,
+                  spec_tags: dict[str, dict[str, str]]) -> list[result.Check]:
+    """A warning where the entries' order tags are missing or stale."""
+    wrong = device_spec_tags.misordered(
+        spec_tags, device_spec_tags.claim_ranks(
+            cliques.ids, {address: function.numa_node for address, function
+                          in topology.functions.items()},
+            topology.fabric_partitions))
+    if not wrong:
+        return []
+    return [result.warning(
+        '[pci] device_spec order',
+        'the entries of %d GPUs (first %s) lack the order tags (%s1, '
+        '...) of the claim order: on a Nova without the move-claim fix a cold '
+        'migration, resize or evacuation to this host after a nova-compute '
+        'restart claims its first free GPUs in PCI address order, and a '
+        'required server\'s move is refused where they are not one %s'
+        % (len(wrong), wrong[0], device_spec_tags.ORDER_TAG_PREFIX,
+           'partition' if topology.fabric_partitions else 'clique'),
+        'set the [pci] device_spec lines "nova-gpu-p2p topology '
+        '--device-spec" prints and restart nova-compute')]

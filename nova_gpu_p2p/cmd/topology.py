@@ -229,12 +229,11 @@ def cmd_topology(args: argparse.Namespace) -> int:
     report = to_json(result, level, opts.gpu_p2p.acs_policy,
                      sources.config_read(opts))
     if args.device_spec:
-        partitions = device_spec_tags.partition_sizes(
+        lines = device_spec_tags.entries(
+            result.cliques.ids,
+            {address: function.numa_node for address, function
+             in result.topology.functions.items()},
             result.topology.fabric_partitions)
-        lines = [device_spec_tags.entry(address, clique,
-                                        partitions.get(address, {}))
-                 for address, clique in sorted(result.cliques.ids.items())
-                 if clique is not None]
         # Notes go to stderr, so that stdout can be pasted into nova.conf.
         if not lines:
             print('No GPU is in a clique at p2p_level %s: nothing to tag.'

@@ -25,10 +25,13 @@ by the host's nested groups (Fabric Manager partitions, smallest inside
 larger; else P2P cliques), then by address, the first free GPUs of an
 empty node are one group of every size the groups have.
 
-What this cannot change, all of it Nova's: a device the tracker already
-knows keeps its pool where it is; a restarted nova-compute adds the free
-devices it reads from its database in address order; a freed device's
-pool goes to the end.
+What the report order cannot change, all of it Nova's: a device the
+tracker already knows keeps its pool where it is; a restarted
+nova-compute adds the free devices it reads from its database in address
+order; a freed device's pool goes to the end. Nova sorts its pools by
+their number of keys, though, and device_spec tags are pool keys: with
+the order tags ``topology --device-spec`` prints (:func:`ranks`), the
+pools keep this order after every restart and every free.
 
 Pure functions over plain data.
 """
@@ -90,10 +93,37 @@ def ordered(devices: Sequence[Mapping[str, Any]],
         return (str(device.get('vendor_id', '')).lower() == NVIDIA_VENDOR
                 and str(device.get('address', '')).lower() in keys)
 
-    def sort_key(device: Mapping[str, Any]):
-        address = str(device['address']).lower()
-        return _numa(device), tuple(keys[address]), address
-
     gpus = iter(sorted((device for device in devices if is_gpu(device)),
-                       key=sort_key))
+                       key=lambda device: _sort_key(device, keys)))
     return [next(gpus) if is_gpu(device) else device for device in devices]
+
+
+def _sort_key(device: Mapping[str, Any], keys: Mapping[str, Sequence[str]]):
+    """NUMA node, then groups (:func:`group_keys`), then address."""
+    address = str(device['address']).lower()
+    return _numa(device), tuple(keys[address]), address
+
+
+def ranks(numa_nodes: Mapping[str, int | None],
+          groups: Iterable[Sequence[str]]) -> dict[str, int]:
+    """Each grouped GPU's place in :func:`ordered`'s order, from 0.
+
+    :param numa_nodes: GPU address -> its NUMA node (None: unknown), for
+        every GPU to rank; those in no group come after their node's
+        grouped ones.
+    :param groups: as :func:`group_keys` takes them.
+
+    What the device_spec order tags carry
+    (:func:`nova_gpu_p2p.device_spec_tags.order_tags`): Nova sorts its
+    pools by their number of keys on every ``add_device``, so a GPU with
+    more tags comes later whatever order the tracker met its devices in
+    (a restart's database order, a freed device's pool appended).
+    """
+    keys = group_keys(groups)
+    depth = max((len(key) for key in keys.values()), default=0)
+    keys.update({address.lower(): (UNGROUPED,) * depth
+                 for address in numa_nodes if address.lower() not in keys})
+    devices = [{'address': address.lower(), 'numa_node': node}
+               for address, node in numa_nodes.items()]
+    return {str(device['address']): rank for rank, device in enumerate(
+        sorted(devices, key=lambda device: _sort_key(device, keys)))}

@@ -47,6 +47,7 @@ from nova_gpu_p2p.guest import nova_guest
 from nova_gpu_p2p.guest import plan as plan_mod
 from nova_gpu_p2p import min_versions
 from nova_gpu_p2p import native_thread
+from nova_gpu_p2p import nova_fix
 from nova_gpu_p2p import nova_signatures
 from nova_gpu_p2p.topology import backends
 from nova_gpu_p2p.topology import discovery
@@ -453,6 +454,10 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._report_lost(context, instance, plan.lost)
         LOG.info(metadata.summary(plan), instance=instance)
         return nova_guest.apply(guest, plan)
+
+    def _guest_add_pci_devices(self, guest, instance):
+        """Nova's, over the devices on this node only (:mod:`nova_fix`)."""
+        super()._guest_add_pci_devices(guest, nova_fix.on_its_node(instance))
 
     def _report_lost(self, context, instance, lost: Sequence[str]) -> None:
         """Say, once, what ``required`` asked for and a server goes without.

@@ -59,6 +59,7 @@ from typing import Any
 
 import os_traits
 
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.scheduler import clique_fit
 from nova_gpu_p2p.scheduler import partition_fit
 from nova_gpu_p2p import traits
@@ -74,10 +75,12 @@ _NOT_KIND = frozenset({'count', 'rp_uuid', 'numa_node', 'address',
 def kind(pool: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
     """Everything Nova matches a request against in a pool, as (key, value).
 
-    Not the clique or partition tags: only our filter reads them.
+    Not the clique, partition or order tags: only our filter and Nova's
+    pool order read them.
     """
     return frozenset((k, str(v)) for k, v in pool.items()
-                     if k not in _NOT_KIND)
+                     if k not in _NOT_KIND
+                     and not device_spec_tags.is_order_tag(k))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,6 +20,9 @@ filter and weigher; the functional scheduling tests and the benchmark's
 clouds (``lab/``) build on it.
 """
 
+from collections.abc import Sequence
+import json
+
 import fixtures
 from nova import conf as nova_conf
 from nova.scheduler.client import report
@@ -30,6 +33,7 @@ from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import discovery
+from nova_gpu_p2p.topology import model
 from tests.cloud import fake_fabric
 from tests.cloud import nova_cloud as base
 from tests.fixtures import fake_fm
@@ -72,30 +76,28 @@ def board_partitions(board: str) -> tuple[partitions.FabricPartition, ...]:
 PARTITIONS = board_partitions(fake_fabric.BOARD)
 
 
-def device_spec_values(clique_ids: dict[str, int]) -> list[str]:
+def device_spec_values(topology: model.HostTopology,
+                       clique_ids: dict[str, int | None],
+                       partitions: Sequence[partitions.FabricPartition] = (),
+                       order_tags: bool = True) -> list[str]:
     """``[pci] device_spec`` values, as ``topology --device-spec`` prints.
 
-    Every GPU of :data:`CORPUS_HOST` is in a clique at the levels used
-    here, so each gets its entry.
+    :param partitions: the board's, for a :attr:`PARTITIONED` host.
+    :param order_tags: False: without the order tags, as releases before
+        them printed the entries.
     """
     values = []
-    for address, clique_id in sorted(clique_ids.items()):
-        key, _, value = device_spec_tags.entry(address, clique_id).partition(
-            ' = ')
+    for line in device_spec_tags.entries(
+            clique_ids, {address: function.numa_node for address, function
+                         in topology.functions.items()}, partitions):
+        key, _, value = line.partition(' = ')
         assert key == 'device_spec', key
+        if not order_tags:
+            value = json.dumps({
+                name: tag for name, tag in json.loads(value).items()
+                if not device_spec_tags.is_order_tag(name)})
         values.append(value)
     return values
-
-
-def partition_device_spec_values(clique_ids: dict[str, int],
-                                 board: str = fake_fabric.BOARD
-                                 ) -> list[str]:
-    """Each GPU's entry with its clique and the board's partitions."""
-    sizes = device_spec_tags.partition_sizes(board_partitions(board))
-    return [device_spec_tags.entry(address, clique_id,
-                                   sizes.get(address, {})).partition(' = ')[2]
-            for address, clique_id in sorted(clique_ids.items())
-            if clique_id is not None]
 
 
 class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
@@ -122,6 +124,10 @@ class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
     PARTITIONED = False
     #: The stand-in Fabric Manager's board (:data:`fake_fm.BOARDS`).
     BOARD = fake_fabric.BOARD
+    #: ``[pci] device_spec`` carries the order tags
+    #: (:func:`device_spec_tags.order_tags`), as ``topology
+    #: --device-spec`` prints them.
+    ORDER_TAGS = True
 
     @property
     def ADDITIONAL_FILTERS(self) -> list[str]:
@@ -191,11 +197,13 @@ class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
 
         return get_allocation_candidates
 
-    def device_spec_values(self, clique_ids: dict[str, int]) -> list[str]:
+    def device_spec_values(self, topology: model.HostTopology,
+                           clique_ids: dict[str, int | None]) -> list[str]:
         """Each GPU's ``[pci] device_spec`` value (see :attr:`PARTITIONED`)."""
-        if self.PARTITIONED:
-            return partition_device_spec_values(clique_ids, self.BOARD)
-        return device_spec_values(clique_ids)
+        return device_spec_values(
+            topology, clique_ids,
+            board_partitions(self.BOARD) if self.PARTITIONED else (),
+            self.ORDER_TAGS)
 
     def own_device_spec(self, original):
         """The driver's device_spec check reads its own host's entries.
@@ -206,8 +214,9 @@ class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
         """
 
         def update_provider_tree(compute_driver, *args, **kwargs):
+            host = compute_driver.host_gpus
             self.flags(device_spec=self.device_spec_values(
-                compute_driver.host_gpus.cliques.ids), group='pci')
+                host.topology, host.cliques.ids), group='pci')
             return original(compute_driver, *args, **kwargs)
 
         return update_provider_tree
@@ -216,7 +225,8 @@ class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
         """Aliases as usual; device_spec by address, with the cliques."""
         super()._add_pci_aliases(topology)
         ids = discovery.evaluate(topology, CONF).cliques.ids
-        self.flags(device_spec=self.device_spec_values(ids), group='pci')
+        self.flags(device_spec=self.device_spec_values(topology, ids),
+                   group='pci')
 
     def cap_placement(self, cap: int) -> None:
         """Placement's cap, shared breadth-first and optimized.

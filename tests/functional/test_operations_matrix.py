@@ -485,6 +485,19 @@ class _FabricManagerMatrix(_OperationsMatrix):
     def active(self, host: str) -> set[int]:
         return self.fms[host].active()
 
+    def restart_with_old_entries(self, host: str) -> None:
+        """Its nova-compute restarted on entries without the order tags.
+
+        As ``topology --device-spec`` printed them before the tags: the
+        restarted tracker meets its free GPUs in PCI address order, as
+        it reads them from its database.
+        """
+        self.ORDER_TAGS = False
+        gpus = self.computes[host].manager.driver.host_gpus
+        self.flags(device_spec=self.device_spec_values(
+            gpus.topology, gpus.cliques.ids), group='pci')
+        self.restart_compute_service(host)
+
     def partition(self, server: dict) -> int:
         found = partitions.exact(scheduling.PARTITIONS, self.gpus(server))
         self.assertIsNotNone(found, self.gpus(server))
@@ -548,17 +561,18 @@ class FabricManagerRequiredTest(_FabricManagerMatrix, _MatrixTestBase):
     def test_move_refused_where_nova_claims_no_partition(self):
         """A restarted empty board's first free pair is no partition.
 
-        Its nova-compute read its free GPUs from its database in PCI
-        address order, whatever order the driver reports: Nova would claim
-        modules 2 and 3 there whatever placement allocated, so the move is
-        refused; the server stays running where it is, on its GPUs. A Nova
-        with the fix claims what placement allocated (test_restart_matrix).
+        Without the order tags its nova-compute meets its free GPUs in PCI
+        address order, whatever order the driver reports: Nova would
+        claim modules 2 and 3 there whatever placement allocated, so the
+        move is refused; the server stays running where it is, on its
+        GPUs. With the tags (test_restart_matrix), or on a Nova with the
+        fix, the move lands on a partition.
         """
         if nova_fix.carried():
             self.skipTest('Nova carries %s' % nova_fix.NAME)
         server = self.boot_settled(self.pair)
         source = self.assert_one_group(server, 2)
-        self.restart_compute_service(self.other_host(server))
+        self.restart_with_old_entries(self.other_host(server))
         before = (self.gpus(server), self.allocated_gpus(server, source))
         self.step()
         error = self.assertRaises(
@@ -586,15 +600,16 @@ class FabricManagerAutoTest(_FabricManagerMatrix, _MatrixTestBase):
         """Placement holds what Nova claims: a restarted board's first pair.
 
         Modules 2 and 3 (PCI address order, which a restarted nova-compute
-        reads its free GPUs in), no partition: each GPU gets a partition
-        of its own, as ``auto`` allows, and no other GPU is held. Not on a
-        Nova with the fix (test_restart_matrix).
+        meets its free GPUs in without the order tags), no partition: each
+        GPU gets a partition of its own, as ``auto`` allows, and no other
+        GPU is held. Not with the tags, nor on a Nova with the fix
+        (test_restart_matrix).
         """
         if nova_fix.carried():
             self.skipTest('Nova carries %s' % nova_fix.NAME)
         server = self.boot_settled(self.pair)
         source = self.assert_one_group(server, 2)
-        self.restart_compute_service(self.other_host(server))
+        self.restart_with_old_entries(self.other_host(server))
         server = self._migrate_server(server)
         dest = self.host_of(server)
         self.assertNotEqual(source, dest)

@@ -12,24 +12,32 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Every move after every nova-compute restarted, on a Nova with the fix.
+"""Every move after every nova-compute restarted, on Nova fixed or not.
 
 The operations matrix (:mod:`test_operations_matrix`) with each compute
 restarted before each move: a restarted nova-compute reads its free GPUs
 from its database in PCI address order, where an unfixed Nova's move
-claim takes modules 2 and 3 of an HGX board (no partition). On a Nova
-carrying the series in ``patches/nova`` (:mod:`nova_gpu_p2p.nova_fix`)
-the destination claims what placement allocated, so every cold migration
-(revert, confirm), resize (up, down), evacuation (at 2.94, and at the
-latest microversion followed by a start) and unshelve after a move lands
-on one clique (exactly one partition, active before its domain started),
-placement holds exactly the guest's GPUs, and nothing is rescheduled:
-the assertions of the operations matrix after each step. Skipped, with
-the reason, on a Nova without the fix (``tox -e functional-nova-fixed``
-runs it).
+claim would take modules 2 and 3 of an HGX board (no partition). Every
+cold migration (revert, confirm), resize (up, down), evacuation (at 2.94,
+and at the latest microversion followed by a start) and unshelve after a
+move lands on one clique (exactly one partition, active before its
+domain started), placement holds exactly the guest's GPUs, and nothing
+is rescheduled: the assertions of the operations matrix after each step.
+
+* On a Nova carrying the series in ``patches/nova``
+  (:mod:`nova_gpu_p2p.nova_fix`; ``tox -e functional-nova-fixed``) the
+  destination claims what placement allocated.
+* On an unfixed Nova (``tox -e functional``) the device_spec entries'
+  order tags keep the pools in the claim order after every restart, so
+  the first free GPUs Nova claims are a partition (clique), and the
+  scheduler allocates exactly those
+  (:mod:`nova_gpu_p2p.scheduler.move_claims`); the driver gives a domain
+  only the devices on its node (:func:`nova_fix.on_its_node`), so the
+  server evacuated at the latest microversion starts. Without the tags
+  such moves are refused (``test_operations_matrix``'s
+  ``test_move_refused_where_nova_claims_no_partition``).
 """
 
-from nova_gpu_p2p import nova_fix
 from tests.functional import test_operations_matrix as matrix
 
 
@@ -45,11 +53,6 @@ class _RestartMatrix:
     test_driver_switch_both_ways = None
     test_move_refused_where_nova_claims_no_partition = None
     test_move_where_nova_claims_no_partition = None
-
-    def setUp(self):
-        if not nova_fix.carried():
-            self.skipTest('Nova does not carry %s' % nova_fix.NAME)
-        super().setUp()
 
     def restart_all(self) -> None:
         for host in matrix.HOSTS:

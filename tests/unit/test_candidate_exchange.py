@@ -14,6 +14,7 @@
 
 """A fitting candidate from a returned one: like for like, nothing lost."""
 
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.scheduler import candidate_exchange as ex
 from nova_gpu_p2p.scheduler import partition_fit
 from tests.unit import base
@@ -25,14 +26,18 @@ GROUPS = {'%s-%d' % (REQUEST, i): ex.Group({RC: 1}) for i in range(4)}
 GROUPS[''] = ex.Group({'PCPU': 2, 'MEMORY_MB': 2048})
 
 
-def pools(*cliques, used=(), product='2330'):
-    """g0.. with these cliques; the first half on NUMA node 0."""
+def pools(*cliques, used=(), product='2330', ordered=False):
+    """g0.. with these cliques; the first half on NUMA node 0.
+
+    ``ordered``: each with the order tags of its place.
+    """
     found = {}
     for i, clique in enumerate(cliques):
         nova = {'vendor_id': '10de', 'product_id': product,
                 'dev_type': 'type-PCI', 'numa_node': i * 2 // len(cliques),
                 'count': 0 if i in used else 1, 'rp_uuid': 'g%d' % i,
-                'address': '0000:%02x:00.0' % i}
+                'address': '0000:%02x:00.0' % i,
+                **(device_spec_tags.order_tags(i) if ordered else {})}
         if clique is not None:
             nova['gpu_p2p_clique'] = str(clique)
         found['g%d' % i] = ex.Pool.from_nova(nova, clique)
@@ -107,6 +112,15 @@ class TestExchange(base.TestCase):
         host = pools(*TWO_CLIQUES, used=(1,))
         self.assertIsNone(ex.exchange(candidate(0, 4), host, GROUPS,
                                       ['g0', 'g1']))
+
+    def test_order_tags_are_no_kind(self):
+        """Each GPU has its own number of them; all are one kind."""
+        host = pools(*TWO_CLIQUES, ordered=True)
+        self.assertEqual(
+            ex.exchange(candidate(0, 4), pools(*TWO_CLIQUES), GROUPS,
+                        ['g0', 'g1']),
+            ex.exchange(candidate(0, 4), host, GROUPS, ['g0', 'g1']))
+        self.assertEqual(1, len({pool.kind for pool in host.values()}))
 
     def test_never_another_kind_of_device(self):
         host = pools(*TWO_CLIQUES)

@@ -760,9 +760,10 @@ class TestP2PLevel(base.TestCase):
         self.assertIn('nova-gpu-p2p capture', check.fix)
 
 
-def spec(address, clique_id):
+def spec(address, clique_id, rank=0):
     """A [pci] device_spec value as topology --device-spec prints it."""
-    return device_spec_tags.entry(address, clique_id).split(' = ', 1)[1]
+    return device_spec_tags.entry(address, clique_id,
+                                  rank=rank).split(' = ', 1)[1]
 
 
 #: Offers every NVIDIA GPU, with no clique trait or tag.
@@ -807,12 +808,11 @@ class TestPlacement(base.TestCase):
                 partitions_mod.FabricPartition(0, (A, B)),
                 partitions_mod.FabricPartition(7, (A,)),
                 partitions_mod.FabricPartition(8, (B,))))
-        sizes = device_spec_tags.partition_sizes(board.fabric_partitions)
-        lines = [device_spec_tags.entry(a, 0, sizes[a]).partition(' = ')[2]
-                 for a in (A, B)]
+        lines = [line.partition(' = ')[2] for line in device_spec_tags.entries(
+            {A: 0, B: 0}, {}, board.fabric_partitions)]
         (check,) = self.check(lines, board)
         self.assertEqual(OK, check.code)
-        checks = self.check([spec(A, 0), spec(B, 0)], board)
+        checks = self.check([spec(A, 0), spec(B, 0, 1)], board)
         self.assertEqual(2, len(checks))
         self.assertIn('partition', checks[0].message)
 
@@ -820,8 +820,21 @@ class TestPlacement(base.TestCase):
         # Nothing here for a required flavor to land on.
         self.assertEqual([], self.check([], two_rc_host(), in_placement=False))
 
+    def test_order_tags_missing_or_stale(self):
+        """Warned apart: they cost moves on an unfixed Nova, not cliques."""
+        for specs in ([spec(A, 0), spec(B, 0)], [spec(A, 0, 1), spec(B, 0)]):
+            ok, order = self.check(specs)
+            self.assertEqual(OK, ok.code)
+            self.assertEqual((WARN, '[pci] device_spec order'),
+                             (order.code, order.subject))
+            self.assertIn('lack the order tags (gpu_p2p_order_1, ...) of the '
+                          'claim order', order.message)
+            self.assertIn('refused where they are not one clique',
+                          order.message)
+            self.assertIn('topology --device-spec', order.fix)
+
     def test_every_gpu_tagged(self):
-        (check,) = self.check([spec(A, 0), spec(B, 0), BROAD])
+        (check,) = self.check([spec(A, 0), spec(B, 0, 1), BROAD])
         self.assertEqual(
             (OK, 'placement', '[pci] report_in_placement on: 2 of 2 GPUs '
              'in cliques offered by [pci] device_spec, each with its clique '
@@ -860,7 +873,7 @@ class TestPlacement(base.TestCase):
         # Nova prefixes a name that is no standard trait with CUSTOM_.
         (check,) = self.check([spec(A, 0), json.dumps(
             {'address': B, 'traits': 'GPU_P2P_CLIQUE_ID_0',
-             'gpu_p2p_clique': '0'})])
+             'gpu_p2p_clique': '0', 'gpu_p2p_order_1': '1'})])
         self.assertEqual(OK, check.code)
 
     def test_wrong_tag_and_trait(self):

@@ -16,12 +16,14 @@
 
 import json
 
+import fixtures
 from nova import objects
 from nova.pci import stats as pci_stats
 from nova.pci import whitelist
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_gpu_p2p.compute import claim_order
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.fabric import partitions
 from tests.fixtures import expected_cliques
 from tests.fixtures import fake_fm
@@ -35,10 +37,15 @@ NIC = {'address': '0000:05:00.0', 'vendor_id': '15b3', 'numa_node': 0}
 SPEC = json.dumps({'vendor_id': '10de'})
 
 
-def board(name: str) -> tuple[tuple[str, ...], ...]:
+def board_partitions(name: str) -> tuple[partitions.FabricPartition, ...]:
     """The HGX host's partitions on the stand-in's ``name`` board."""
-    return tuple(p.gpus for p in partitions.to_addresses(
-        fake_fm.BOARDS[name].items(), hosts.HGX_MODULES)[0])
+    return partitions.to_addresses(fake_fm.BOARDS[name].items(),
+                                   hosts.HGX_MODULES)[0]
+
+
+def board(name: str) -> tuple[tuple[str, ...], ...]:
+    """The GPUs of each of :func:`board_partitions`."""
+    return tuple(p.gpus for p in board_partitions(name))
 
 
 def devices(addresses) -> list[dict]:
@@ -48,23 +55,35 @@ def devices(addresses) -> list[dict]:
             for a in sorted(addresses)]
 
 
-def first_free(reported: list[dict], count: int, cells: list[int]
-               ) -> tuple[str, ...]:
-    """What Nova's first-free claim takes, by Nova's own pool code.
+def pools(reported: list[dict], specs: list[str]
+          ) -> tuple[pci_stats.PciDeviceStats, dict]:
+    """Nova's pools of a new compute's devices, met in the reported order.
 
-    The pools are a new compute's: one per device, in the reported order
-    (``PciDevTracker._set_hvdevs``); the claim is in the NUMA cells Nova
-    fitted (``PciDeviceStats.apply_requests``, as the move claim).
+    One per device (``PciDevTracker._set_hvdevs``); ``specs``: ``[pci]
+    device_spec``. With each device object by address.
     """
     objects.register_all()
     stats = pci_stats.PciDeviceStats(
         objects.NUMATopology(cells=[]),
-        dev_filter=whitelist.Whitelist([SPEC]))
+        dev_filter=whitelist.Whitelist(specs))
+    found = {}
     for device in reported:
-        stats.add_device(objects.PciDevice(
+        found[device['address']] = objects.PciDevice(
             compute_node_id=1, status='available', parent_addr=None,
             extra_info={}, label='label_10de_2330', dev_id=device['address'],
-            **device))
+            **device)
+        stats.add_device(found[device['address']])
+    return stats, found
+
+
+def first_free(reported: list[dict], count: int, cells: list[int],
+               specs: list[str] = (SPEC,)) -> tuple[str, ...]:
+    """What Nova's first-free claim takes, by Nova's own pool code.
+
+    The pools are :func:`pools`'; the claim is in the NUMA cells Nova
+    fitted (``PciDeviceStats.apply_requests``, as the move claim).
+    """
+    stats, _ = pools(reported, list(specs))
     before = [d.address for d in stats.get_free_devs()]
     stats.apply_requests([objects.InstancePCIRequest(
         count=count, request_id=uuids.request,
@@ -154,3 +173,76 @@ class TestFirstFreeOnAnEmptyHost(base.TestCase):
             groups = expected_cliques.groups(CORPUS, level)
             gpus = [gpu for group in groups for gpu in group]
             self.assert_one_group(groups, gpus, (size,))
+
+
+class TestOrderTags(base.TestCase):
+    """The device_spec order tags: Nova's pools in claim order anyway.
+
+    Devices met in PCI address order, as a restarted nova-compute reads
+    them from its database, and freed ones added back.
+    """
+
+    def setUp(self):
+        super().setUp()
+        # Nova asks sysfs about each address-based device_spec entry.
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+
+    @staticmethod
+    def specs(gpus, clique_ids=None, found=()) -> list[str]:
+        numa = {d['address']: d['numa_node'] for d in devices(gpus)}
+        return [line.split(' = ', 1)[1] for line in device_spec_tags.entries(
+            clique_ids or dict.fromkeys(gpus, 0), numa, found)]
+
+    def assert_one_group(self, groups, specs, gpus, sizes) -> None:
+        wanted = {tuple(sorted(group)) for group in groups}
+        for count in sizes:
+            for cells in ([0], [1]) if count < 8 else ([0, 1],):
+                claim = first_free(devices(gpus), count, cells, specs)
+                self.assertIn(claim, wanted, (count, cells))
+
+    def test_partitions_of_each_hgx_board_in_address_order(self):
+        gpus = hosts.HGX_MODULES.values()
+        for name in fake_fm.BOARDS:
+            found = board_partitions(name)
+            self.assert_one_group(board(name), self.specs(gpus, found=found),
+                                  gpus, (1, 2, 4, 8))
+
+    def test_cliques_of_the_corpus_host_in_address_order(self):
+        for level, size in (('PXB', 2), ('PHB', 4)):
+            groups = expected_cliques.groups(CORPUS, level)
+            ids = {gpu: n for n, group in enumerate(groups) for gpu in group}
+            self.assert_one_group(groups, self.specs(list(ids), ids),
+                                  list(ids), (size,))
+
+    def test_a_freed_gpu_goes_back_to_its_place(self):
+        gpus = list(hosts.HGX_MODULES.values())
+        stats, found = pools(devices(gpus), self.specs(
+            gpus, found=board_partitions('h100')))
+        order = [d.address for d in stats.get_free_devs()]
+        first = found[order[0]]
+        stats.remove_device(first)
+        self.assertEqual(order[1:], [d.address for d in stats.get_free_devs()])
+        stats.add_device(first)
+        self.assertEqual(order, [d.address for d in stats.get_free_devs()])
+        self.assertEqual(
+            [hosts.HGX_MODULES[m] for m in (2, 4, 3, 1, 6, 8, 7, 5)], order)
+
+
+class TestRanks(base.TestCase):
+
+    def test_the_order_of_ordered(self):
+        gpus = devices(hosts.HGX_MODULES.values())
+        groups = board('h100')
+        reported = claim_order.ordered(gpus, claim_order.group_keys(groups))
+        self.assertEqual(
+            {d['address']: n for n, d in enumerate(reported)},
+            claim_order.ranks({d['address']: d['numa_node'] for d in gpus},
+                              groups))
+
+    def test_gpus_in_no_group_after_their_nodes_grouped_ones(self):
+        self.assertEqual(
+            {'0000:02:00.0': 0, '0000:01:00.0': 1, '0000:81:00.0': 2},
+            claim_order.ranks({'0000:01:00.0': 0, '0000:02:00.0': 0,
+                               '0000:81:00.0': 1},
+                              [('0000:02:00.0',)]))

@@ -40,6 +40,7 @@ import nova_gpu_p2p
 from nova_gpu_p2p.cmd import cli
 from nova_gpu_p2p.cmd import flavor_commands
 from nova_gpu_p2p.cmd import sources
+from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import capture
 from nova_gpu_p2p.topology import model
@@ -703,6 +704,12 @@ class TestTopologyReport(CLITestCase):
              7: '0:8,2:4,5:2', 8: '0:8,2:4,6:2'},
             partitions_by_module(entries))
         self.assertEqual({'0'}, {e['gpu_p2p_clique'] for e in entries})
+        # The claim order, by module: each node's pair partitions together.
+        module = {address: m for m, address in hosts.HGX_MODULES.items()}
+        self.assertEqual(
+            {2: 0, 4: 1, 3: 2, 1: 3, 6: 4, 8: 5, 7: 6, 5: 7},
+            {module[e['address']]: sum(
+                map(device_spec_tags.is_order_tag, e)) for e in entries})
         # The first in address order, 0000:03:00.0, is module 2.
         self.assertEqual(
             'CUSTOM_GPU_P2P_CLIQUE_ID_0,CUSTOM_GPU_P2P_PARTITION_0,'

@@ -68,6 +68,54 @@ class TestEntry(base.TestCase):
         self.assertEqual(0, device_spec_tags.tag_clique(value))
 
 
+class TestOrderTags(base.TestCase):
+    """The claim order, as the number of a GPU's order tags."""
+
+    def test_as_many_as_the_rank(self):
+        self.assertEqual({}, device_spec_tags.order_tags(0))
+        self.assertEqual({'gpu_p2p_order_1': '2', 'gpu_p2p_order_2': '2'},
+                         device_spec_tags.order_tags(2))
+        self.assertTrue(all(map(device_spec_tags.is_order_tag,
+                                device_spec_tags.order_tags(5))))
+        self.assertFalse(device_spec_tags.is_order_tag('gpu_p2p_clique'))
+
+    def test_entries_of_a_host(self):
+        """Node 0's cliques first, each clique's GPUs together."""
+        ids = {A: 1, B: 0, C: 0, D: None, '0000:05:00.0': 1}
+        numa = {A: 0, B: 0, C: 0, D: 0, '0000:05:00.0': 0}
+        entries = [json.loads(line.split(' = ', 1)[1])
+                   for line in device_spec_tags.entries(ids, numa)]
+        # Address order; D is in no clique, so no entry.
+        self.assertEqual([A, B, '0000:05:00.0', C],
+                         [e['address'] for e in entries])
+        # Clique 1 (A, 05) was met first in address order.
+        self.assertEqual(
+            [0, 2, 1, 3],
+            [sum(map(device_spec_tags.is_order_tag, e)) for e in entries])
+        ranks = device_spec_tags.claim_ranks(ids, numa)
+        self.assertEqual({A: 0, '0000:05:00.0': 1, B: 2, C: 3}, ranks)
+
+    def test_partitions_order_a_fabric_host(self):
+        found = (partitions_mod.FabricPartition(0, (A, B, C, D)),
+                 partitions_mod.FabricPartition(1, (A, C)),
+                 partitions_mod.FabricPartition(2, (B, D)),
+                 partitions_mod.FabricPartition(3, (A,)))
+        self.assertEqual(
+            {A: 0, C: 1, B: 2, D: 3},
+            device_spec_tags.claim_ranks(dict.fromkeys((A, B, C, D), 0),
+                                         dict.fromkeys((A, B, C, D), 0),
+                                         found))
+
+    def test_misordered(self):
+        ranks = {A: 0, B: 1, C: 2}
+        tags = {A: {}, B: device_spec_tags.order_tags(1),
+                C: device_spec_tags.order_tags(1)}
+        self.assertEqual([C], device_spec_tags.misordered(tags, ranks))
+        # A GPU no entry offers is not Nova's to claim.
+        del tags[C]
+        self.assertEqual([], device_spec_tags.misordered(tags, ranks))
+
+
 class TestEntryTraits(base.TestCase):
 
     def test_read_as_nova_reads_them(self):

@@ -78,9 +78,11 @@ HOST_TREE = 'pcie-8gpu-4switch-2socket'
 CLIQUES = {'0000:03:00.0': 0, '0000:04:00.0': 0, '0000:07:00.0': 1,
            '0000:08:00.0': 1, '0000:83:00.0': 2, '0000:84:00.0': 2,
            '0000:87:00.0': 3, '0000:88:00.0': 3}
-#: The device_spec values of those GPUs, in file order.
-CLIQUE_SPECS = [device_spec_tags.entry(a, c).split(' = ', 1)[1]
-                for a, c in sorted(CLIQUES.items())]
+#: The device_spec values of those GPUs, in file order; the first two
+#: switches on NUMA node 0, the others on node 1.
+NUMA = {a: int(a >= '0000:80') for a in CLIQUES}
+CLIQUE_SPECS = [line.split(' = ', 1)[1]
+                for line in device_spec_tags.entries(CLIQUES, NUMA)]
 # devstack's lib/nova NOVA_FILTERS, which create_nova_conf writes.
 DEVSTACK_FILTERS = ('ComputeFilter,ComputeCapabilitiesFilter,'
                     'ImagePropertiesFilter,ServerGroupAntiAffinityFilter,'
@@ -564,8 +566,8 @@ class TestStack(base.TestCase):
         # Every GPU in one clique at SYS.
         host.run(['stack post-config'], GPU_P2P_P2P_LEVEL='SYS')
         self.assertEqual(
-            [device_spec_tags.entry(a, 0).split(' = ', 1)[1]
-             for a in sorted(CLIQUES)] + [BROAD_SPEC],
+            [line.split(' = ', 1)[1] for line in device_spec_tags.entries(
+                dict.fromkeys(CLIQUES, 0), NUMA)] + [BROAD_SPEC],
             host.ini()['pci']['device_spec'])
 
     def test_controller(self):

@@ -19,6 +19,8 @@ import subprocess
 import sys
 
 import fixtures
+from nova import objects
+from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova_gpu_p2p.checks import move_claims
 from nova_gpu_p2p.checks import result
@@ -101,5 +103,40 @@ class TestCheckRow(base.TestCase):
         self.assertEqual(result.Code.WARNING, row.code)
         self.assertIn('one clique', row.message)
         self.assertIn('keeps running', row.message)
-        self.assertIn('2.95', row.message)
+        self.assertIn('order tags', row.message)
         self.assertIn(result.Doc.NOVA_MOVE_CLAIMS.value, row.fix)
+
+
+class TestOnItsNode(base.TestCase):
+    """The devices an evacuated server's domain gets on an unfixed Nova."""
+
+    def setUp(self):
+        super().setUp()
+        objects.register_all()
+
+    @staticmethod
+    def instance(compute_id, *nodes):
+        """As loaded: nothing changed yet."""
+        instance = objects.Instance(
+            uuid=uuids.instance, compute_id=compute_id,
+            pci_devices=objects.PciDeviceList(objects=[
+                objects.PciDevice(compute_node_id=node, address='0000:0%d:00.0'
+                                  % n) for n, node in enumerate(nodes)]))
+        instance.obj_reset_changes(recursive=True)
+        return instance
+
+    def test_only_those_on_its_node_in_a_copy(self):
+        instance = self.instance(2, 1, 2, 1, 2)
+        found = nova_fix.on_its_node(instance)
+        self.assertEqual(['0000:01:00.0', '0000:03:00.0'],
+                         [d.address for d in found.pci_devices])
+        self.assertEqual(uuids.instance, found.uuid)
+        # The instance itself is untouched, so nothing of it is saved.
+        self.assertEqual(4, len(instance.pci_devices))
+        self.assertNotIn('pci_devices', instance.obj_what_changed())
+
+    def test_unchanged_where_nothing_to_drop(self):
+        for instance in (self.instance(2, 2, 2), self.instance(2, 1, 1),
+                         self.instance(None, 1, 2), self.instance(2),
+                         objects.Instance(uuid=uuids.instance)):
+            self.assertIs(instance, nova_fix.on_its_node(instance))
