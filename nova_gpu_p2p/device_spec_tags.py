@@ -42,7 +42,7 @@ scheduler could not tell a whole partition from the free part of one
 get no such trait or tag.
 
 Each GPU's entry also carries its place in the claim order
-(:func:`nova_gpu_p2p.compute.claim_order.ranks`) as that many order tags
+(:func:`nova_gpu_p2p.claim_order.ranks`) as that many order tags
 ``gpu_p2p_order_1``, ``gpu_p2p_order_2``, ... (:func:`order_tags`): Nova
 sorts a host's PCI pools by their number of keys, so the GPU whose entry
 has the fewest comes first, and a move claim that ignores placement (an
@@ -65,7 +65,7 @@ import warnings
 from nova_gpu_p2p_guest import errors
 
 from nova_gpu_p2p import ascii_decimal
-from nova_gpu_p2p.compute import claim_order
+from nova_gpu_p2p import claim_order
 from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.topology import host_cliques as host_cliques
 from nova_gpu_p2p import traits

@@ -30,8 +30,8 @@ from nova.virt.libvirt import driver as libvirt_driver
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
+from nova_gpu_p2p import claim_order
 from nova_gpu_p2p.compute import action_events
-from nova_gpu_p2p.compute import claim_order
 from nova_gpu_p2p.compute import live_migration
 from nova_gpu_p2p.compute import outage
 from nova_gpu_p2p import conf

@@ -37,7 +37,7 @@ allocated (test_nova_move_claims); our filter has placement allocate
 exactly those, and refuses a host for ``required`` where they are not
 one clique (partition) (:mod:`nova_gpu_p2p.scheduler.move_claims`). The
 driver reports each node's GPUs grouped by partition
-(:mod:`nova_gpu_p2p.compute.claim_order`), so on an HGX board whose
+(:mod:`nova_gpu_p2p.claim_order`), so on an HGX board whose
 nova-compute met its GPUs that way Nova's first free pair is a partition
 (:class:`FabricManagerRequiredTest` moves there); once its nova-compute
 restarted it reads them in PCI address order, where the first free pair
@@ -541,7 +541,7 @@ class FabricManagerRequiredTest(_FabricManagerMatrix, _MatrixTestBase):
         """Nova's first free pair there is a partition: the driver's order.
 
         The destination's tracker met its GPUs in the order the driver
-        reports them (:mod:`nova_gpu_p2p.compute.claim_order`), each node's
+        reports them (:mod:`nova_gpu_p2p.claim_order`), each node's
         pair partitions adjacent; in PCI address order, Nova's own, the first
         free pair is modules 2 and 3, no partition, and the move is
         refused (:meth:`test_move_refused_where_nova_claims_no_partition`).

@@ -22,7 +22,7 @@ from nova.pci import stats as pci_stats
 from nova.pci import whitelist
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from nova_gpu_p2p.compute import claim_order
+from nova_gpu_p2p import claim_order
 from nova_gpu_p2p import device_spec_tags
 from nova_gpu_p2p.fabric import partitions
 from tests.fixtures import expected_cliques

@@ -1209,7 +1209,7 @@ class TestClaimOrder(_FabricManagerBase):
 
     def test_any_error_keeps_novas_order_logged_once(self):
         self.useFixture(fixtures.MockPatch(
-            'nova_gpu_p2p.compute.claim_order.ordered',
+            'nova_gpu_p2p.claim_order.ordered',
             side_effect=RuntimeError('broken')))
         self.assertEqual(self.nova_order, self.reported())
         self.assertEqual(self.nova_order, self.reported())

@@ -818,10 +818,13 @@ class TestFlavorCLI(base.TestCase):
         self.assertEqual(2, exc.code)
 
 
-def _spec(address, clique_id):
+def _spec(address, clique_id, rank=0):
+    """The line, with ``rank`` order tags (the GPU's place in claim order)."""
     return ('device_spec = {"address": "%s", "traits": '
-            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d", "gpu_p2p_clique": "%d"}'
-            % (address, clique_id, clique_id))
+            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d", "gpu_p2p_clique": "%d"%s}'
+            % (address, clique_id, clique_id, ''.join(
+                ', "gpu_p2p_order_%d": "%d"' % (n, rank)
+                for n in range(1, rank + 1))))
 
 
 class TestDeviceSpecCLI(base.TestCase):
@@ -839,11 +842,13 @@ class TestDeviceSpecCLI(base.TestCase):
         # At PXB each pair behind one switch is a clique, in address order.
         out = self.run_cli('topology', '--device-spec', '--sysfs-root',
                            test_corpus.tree('pcie-8gpu-4switch-2socket'))
+        # The claim order is the address order here: each socket's
+        # cliques are.
         self.assertEqual(
-            [_spec('0000:03:00.0', 0), _spec('0000:04:00.0', 0),
-             _spec('0000:07:00.0', 1), _spec('0000:08:00.0', 1),
-             _spec('0000:83:00.0', 2), _spec('0000:84:00.0', 2),
-             _spec('0000:87:00.0', 3), _spec('0000:88:00.0', 3)],
+            [_spec('0000:03:00.0', 0, 0), _spec('0000:04:00.0', 0, 1),
+             _spec('0000:07:00.0', 1, 2), _spec('0000:08:00.0', 1, 3),
+             _spec('0000:83:00.0', 2, 4), _spec('0000:84:00.0', 2, 5),
+             _spec('0000:87:00.0', 3, 6), _spec('0000:88:00.0', 3, 7)],
             out.splitlines())
 
     def test_lines_are_json_after_the_key(self):
@@ -853,17 +858,18 @@ class TestDeviceSpecCLI(base.TestCase):
             key, value = line.split(' = ', 1)
             self.assertEqual('device_spec', key)
             self.assertEqual(['address', 'gpu_p2p_clique', 'traits'],
-                             sorted(json.loads(value)))
+                             sorted(k for k in json.loads(value)
+                                    if not k.startswith('gpu_p2p_order_')))
 
     def test_level_applies(self):
         out = self.run_cli('topology', '--device-spec', '--level', 'SYS',
                            '--sysfs-root',
                            test_corpus.tree('pcie-8gpu-4switch-2socket'))
         self.assertEqual(
-            [_spec(a, 0) for a in (
+            [_spec(a, 0, rank) for rank, a in enumerate((
                 '0000:03:00.0', '0000:04:00.0', '0000:07:00.0',
                 '0000:08:00.0', '0000:83:00.0', '0000:84:00.0',
-                '0000:87:00.0', '0000:88:00.0')],
+                '0000:87:00.0', '0000:88:00.0'))],
             out.splitlines())
 
     def test_gpus_without_clique_get_no_line(self):
@@ -873,7 +879,7 @@ class TestDeviceSpecCLI(base.TestCase):
         a, b, c, d = expected.addresses
         out = self.run_cli('topology', '--device-spec', '--sysfs-root',
                            test_corpus.tree('acs-redirect-switch'))
-        self.assertEqual([_spec(c, 0), _spec(d, 0)], out.splitlines())
+        self.assertEqual([_spec(c, 0), _spec(d, 0, 1)], out.splitlines())
         self.assertNotIn(a, out)
         self.assertNotIn(b, out)
 
