@@ -52,6 +52,7 @@ from nova.scheduler.client import query
 from nova.scheduler.client import report
 from nova.scheduler import host_manager
 from nova.scheduler import utils as scheduler_utils
+from oslo_db.sqlalchemy import engines
 
 from nova_gpu_p2p.cmd import flavor_commands
 from nova_gpu_p2p import extra_specs
@@ -85,6 +86,22 @@ BATCH_GPUS = 4
 HEARTBEAT_S = 24 * 3600
 #: The longest :meth:`SelectCloud.wait_for_quiet` waits, seconds.
 QUIET_WAIT_S = 1800
+
+
+def _kept_connections(create_engine):
+    """oslo.db's create_engine, an in-memory SQLite connection never renewed.
+
+    oslo.db renews a connection after ``connection_recycle_time`` (3600
+    s), and an in-memory SQLite database goes with its connection: a
+    1000-host cloud, which takes more than an hour to start, lost its
+    tables (Nova's and placement's) half way.
+    """
+    @functools.wraps(create_engine)
+    def create(sql_connection, **kwargs):
+        if str(sql_connection).startswith('sqlite'):
+            kwargs['connection_recycle_time'] = -1
+        return create_engine(sql_connection=sql_connection, **kwargs)
+    return create
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +165,9 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
 
     def setUp(self) -> None:
         started = time.perf_counter()
+        self.useFixture(fixtures.MonkeyPatch(
+            'oslo_db.sqlalchemy.engines.create_engine',
+            _kept_connections(engines.create_engine)))
         super().setUp()
         # As nova.conf's default debug = False: Nova's test logging
         # formats every debug message (thousands per request here).
