@@ -106,7 +106,7 @@ def _sort_key(device: Mapping[str, Any], keys: Mapping[str, Sequence[str]]):
 
 def ranks(numa_nodes: Mapping[str, int | None],
           groups: Iterable[Sequence[str]]) -> dict[str, int]:
-    """Each grouped GPU's place in :func:`ordered`'s order, from 0.
+    """Each GPU's place in :func:`ordered`'s order, from 0.
 
     :param numa_nodes: GPU address -> its NUMA node (None: unknown), for
         every GPU to rank; those in no group come after their node's
