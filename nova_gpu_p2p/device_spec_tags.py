@@ -68,6 +68,7 @@ from nova_gpu_p2p import ascii_decimal
 from nova_gpu_p2p import claim_order
 from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p.topology import host_cliques as host_cliques
+from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 
 #: The device_spec tag (and so PCI pool key) holding a GPU's clique ID.
@@ -264,18 +265,38 @@ def _entry_wrong(tags: Mapping[str, str], clique_id: int | None,
 def problems(clique_ids: Mapping[str, int | None],
              provider_traits: Mapping[str, Set[str]],
              spec_tags: Mapping[str, Mapping[str, str]],
-             partitions: Mapping[str, Mapping[int, int]] = _NONE
-             ) -> list[str]:
+             partitions: Mapping[str, Mapping[int, int]] = _NONE,
+             ranks: Mapping[str, int] = _NONE) -> list[str]:
     """What :func:`problems_by_gpu` finds, in GPU address order."""
     return list(problems_by_gpu(clique_ids, provider_traits, spec_tags,
-                                partitions).values())
+                                partitions, ranks).values())
+
+
+def topology_ranks(topology: model.HostTopology,
+                   clique_ids: Mapping[str, int | None]) -> dict[str, int]:
+    """:func:`claim_ranks` of a host as discovery read it."""
+    return claim_ranks(clique_ids, {address: function.numa_node for
+                                    address, function
+                                    in topology.functions.items()},
+                       topology.fabric_partitions)
+
+
+def topology_problems(topology: model.HostTopology,
+                      clique_ids: Mapping[str, int | None],
+                      provider_traits: Mapping[str, Set[str]],
+                      spec_tags: Mapping[str, Mapping[str, str]]
+                      ) -> list[str]:
+    """:func:`problems` of a host: its partitions, the lines it prints."""
+    return problems(clique_ids, provider_traits, spec_tags,
+                    partition_sizes(topology.fabric_partitions),
+                    topology_ranks(topology, clique_ids))
 
 
 def problems_by_gpu(clique_ids: Mapping[str, int | None],
                     provider_traits: Mapping[str, Set[str]],
                     spec_tags: Mapping[str, Mapping[str, str]],
-                    partitions: Mapping[str, Mapping[int, int]] = _NONE
-                    ) -> dict[str, str]:
+                    partitions: Mapping[str, Mapping[int, int]] = _NONE,
+                    ranks: Mapping[str, int] = _NONE) -> dict[str, str]:
     """GPUs whose provider traits or device_spec tags miss their groups.
 
     By GPU address, so that ``check`` titles a row per GPU without reading
@@ -288,6 +309,8 @@ def problems_by_gpu(clique_ids: Mapping[str, int | None],
         matches it, for the GPUs that one matches.
     :param partitions: GPU address -> its Fabric Manager partitions
         (:func:`partition_sizes`); none on a host without them.
+    :param ranks: GPU address (lower case) -> its place in the claim
+        order (:func:`claim_ranks`), for the line to set.
     """
     found = {}
     for address, clique_id in sorted(clique_ids.items()):
@@ -307,7 +330,8 @@ def problems_by_gpu(clique_ids: Mapping[str, int | None],
         else:
             found[address] = ('GPU %s is in clique %d but %s: set %s'
                               % (address, clique_id, ' and '.join(wrong),
-                                 entry(address, clique_id, held)))
+                                 entry(address, clique_id, held,
+                                       ranks.get(address.lower(), 0))))
     return found
 
 

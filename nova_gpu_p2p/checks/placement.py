@@ -65,12 +65,13 @@ def check_placement(topology: model.HostTopology,
     spec_tags = device_spec_tags.configured_tags(
         pci.device_specs, [(a, functions[a].vendor, functions[a].device)
                            for a in cliques.ids])
+    ranks = device_spec_tags.topology_ranks(topology, cliques.ids)
     problems = device_spec_tags.problems_by_gpu(
         cliques.ids,
         {address: device_spec_tags.entry_traits(tags)
          for address, tags in spec_tags.items()},
         spec_tags,
-        device_spec_tags.partition_sizes(topology.fabric_partitions))
+        device_spec_tags.partition_sizes(topology.fabric_partitions), ranks)
     checks = []
     for address, problem in problems.items():
         # "GPU <address> is in ... but ...: <what to do>".
@@ -86,18 +87,14 @@ def check_placement(topology: model.HostTopology,
         '[pci] report_in_placement on: %d of %d GPUs in cliques offered by '
         '[pci] device_spec, each with its clique trait and %s tag'
         % (len(offered), len(in_cliques), device_spec_tags.CLIQUE_TAG))
-    ] + _order_checks(topology, cliques, spec_tags)
+    ] + _order_checks(topology, spec_tags, ranks)
 
 
 def _order_checks(topology: model.HostTopology,
-                  cliques: host_cliques.Cliques,
-                  spec_tags: dict[str, dict[str, str]]) -> list[result.Check]:
+                  spec_tags: dict[str, dict[str, str]],
+                  ranks: dict[str, int]) -> list[result.Check]:
     """A warning where the entries' order tags are missing or stale."""
-    wrong = device_spec_tags.misordered(
-        spec_tags, device_spec_tags.claim_ranks(
-            cliques.ids, {address: function.numa_node for address, function
-                          in topology.functions.items()},
-            topology.fabric_partitions))
+    wrong = device_spec_tags.misordered(spec_tags, ranks)
     if not wrong:
         return []
     return [result.warning(

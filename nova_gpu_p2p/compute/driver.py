@@ -395,9 +395,8 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         spec_tags = device_spec_tags.configured_tags(
             CONF.pci.device_spec,
             [(a, functions[a].vendor, functions[a].device) for a in ids])
-        problems = device_spec_tags.problems(
-            ids, provider_traits, spec_tags, device_spec_tags.partition_sizes(
-                self.host_gpus.topology.fabric_partitions))
+        problems = device_spec_tags.topology_problems(
+            self.host_gpus.topology, ids, provider_traits, spec_tags)
         for problem in problems:
             if problem not in self._device_trait_problems:
                 LOG.warning('GPU P2P: %s', problem)

@@ -854,8 +854,8 @@ class TestPlacement(base.TestCase):
               'GPU %s is in clique 0 but its placement provider has no '
               'clique trait and its [pci] device_spec entry has no '
               'gpu_p2p_clique tag' % address,
-              'set device_spec = %s' % spec(address, 0))
-             for address in (A, B)],
+              'set device_spec = %s' % spec(address, 0, rank))
+             for rank, address in enumerate((A, B))],
             [(c.code, c.subject, c.message, c.fix) for c in checks])
 
     def test_tag_without_trait(self):
@@ -866,7 +866,8 @@ class TestPlacement(base.TestCase):
             'clique trait' % B, check.message)
         self.assertEqual(
             'set device_spec = {"address": "%s", "traits": '
-            '"CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}' % B,
+            '"CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0", '
+            '"gpu_p2p_order_1": "1"}' % B,
             check.fix)
 
     def test_trait_as_nova_normalizes_it(self):
@@ -882,7 +883,7 @@ class TestPlacement(base.TestCase):
             'GPU %s is in clique 0 but its placement provider has '
             'CUSTOM_GPU_P2P_CLIQUE_ID_1 and its [pci] device_spec entry has '
             'gpu_p2p_clique \'1\'' % B, check.message)
-        self.assertEqual('set device_spec = %s' % spec(B, 0), check.fix)
+        self.assertEqual('set device_spec = %s' % spec(B, 0, 1), check.fix)
 
     def test_gpu_in_no_clique_with_a_tag(self):
         # Request Redirect above A: no clique at PXB.

@@ -701,11 +701,14 @@ class TestUpdateProviderTree(base.TestCase):
         return name
 
 
-def _warning(address, clique_id):
+def _warning(address, clique_id, rank):
+    """The line to set has the GPU's order tags (its place ``rank``)."""
     return ('GPU P2P: GPU %s is in clique %d but its placement provider has '
             'no clique trait: set device_spec = {"address": "%s", "traits": '
-            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d", "gpu_p2p_clique": "%d"}'
-            % (address, clique_id, address, clique_id, clique_id))
+            '"CUSTOM_GPU_P2P_CLIQUE_ID_%d", "gpu_p2p_clique": "%d"%s}'
+            % (address, clique_id, address, clique_id, clique_id, ''.join(
+                ', "gpu_p2p_order_%d": "%d"' % (n, rank)
+                for n in range(1, rank + 1))))
 
 
 class TestCheckDeviceTraits(TestUpdateProviderTree):
@@ -754,7 +757,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.add_device(GPU_A, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
         b = self.add_device(GPU_B)
         self.update()
-        self.assertEqual(_warning(GPU_B, 0) + '\n', self.log.output)
+        self.assertEqual(_warning(GPU_B, 0, 1) + '\n', self.log.output)
         # Unchanged on the next periodic update: not logged again.
         self.update()
         self.assertEqual(1, self.log.output.count('GPU P2P:'))
@@ -765,7 +768,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         # Broken again: logged again.
         self.tree.remove_traits(b, 'CUSTOM_GPU_P2P_CLIQUE_ID_0')
         self.update()
-        self.assertEqual(2, self.log.output.count(_warning(GPU_B, 0)))
+        self.assertEqual(2, self.log.output.count(_warning(GPU_B, 0, 1)))
         self.assertEqual(2, self.log.output.count('GPU P2P:'))
 
     def test_each_problem_its_own_warning(self):
@@ -778,7 +781,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
              'provider has CUSTOM_GPU_P2P_CLIQUE_ID_1: set device_spec = '
              '{"address": "0000:03:00.0", "traits": '
              '"CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}',
-             _warning(GPU_B, 0),
+             _warning(GPU_B, 0, 1),
              'GPU P2P: GPU 0000:81:00.0 is in no clique but its placement '
              'provider has CUSTOM_GPU_P2P_CLIQUE_ID_2: remove the clique '
              'trait and tag from its [pci] device_spec entry'],
@@ -790,7 +793,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.update()
         c = self.add_device(GPU_C, 'CUSTOM_GPU_P2P_CLIQUE_ID_2')
         self.update()
-        self.assertEqual(1, self.log.output.count(_warning(GPU_B, 0)))
+        self.assertEqual(1, self.log.output.count(_warning(GPU_B, 0, 1)))
         self.assertEqual(1, self.log.output.count('GPU 0000:81:00.0'))
         self.tree.remove_traits(c, 'CUSTOM_GPU_P2P_CLIQUE_ID_2')
         self.update()
@@ -809,7 +812,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
             cliques=cliques.Cliques(groups=((GPU_A, GPU_B, GPU_C),),
                                     ids={GPU_A: 0, GPU_B: 0, GPU_C: 0}))
         self.update()
-        self.assertEqual(_warning(GPU_C, 0) + '\n', self.log.output)
+        self.assertEqual(_warning(GPU_C, 0, 2) + '\n', self.log.output)
 
     def test_nova_names_providers_in_upper_case(self):
         # Nova's PCI translator names a device's provider
@@ -826,7 +829,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
             '0000:8a:00.0', 'CUSTOM_GPU_P2P_CLIQUE_ID_0'))
         self.add_device('0000:8b:00.0')
         self.update()
-        self.assertEqual(_warning('0000:8b:00.0', 0) + '\n',
+        self.assertEqual(_warning('0000:8b:00.0', 0, 1) + '\n',
                          self.log.output)
 
     def test_device_spec_tag_checked(self):
@@ -845,7 +848,7 @@ class TestCheckDeviceTraits(TestUpdateProviderTree):
         self.assertEqual(
             ['GPU P2P: GPU 0000:04:00.0 is in clique 0 but its [pci] '
              "device_spec entry has gpu_p2p_clique '1': set %s"
-             % device_spec_tags.entry(GPU_B, 0)],
+             % device_spec_tags.entry(GPU_B, 0, rank=1)],
             self.log.output.splitlines())
 
     def test_unicode_digit_tag_is_a_warning_not_an_error(self):
