@@ -476,19 +476,26 @@ class TestCheckCLI(CheckCLIBase):
         self.assertIn('Success placement: [pci] report_in_placement on: 8 '
                       'of 8 GPUs in cliques', lines(out))
         # One GPU's tag wrong.
-        spec_lines[1] = spec_lines[1].replace('"0"', '"3"')
+        right = spec_lines[1]
+        spec_lines[1] = right.replace('"gpu_p2p_clique": "0"',
+                                      '"gpu_p2p_clique": "3"')
         path = self.nova_conf('[pci]\nreport_in_placement = True\n%s\n'
                               % '\n'.join(spec_lines))
         rc, out = self.run_cli('--sysfs-root', tree, '--config-file', path)
         self.assertEqual(0, rc)
         self.assertEqual([(WARN, '[pci] device_spec 0000:04:00.0')],
                          self.not_ok(out))
+        # The fix is the very line topology --device-spec printed, order
+        # tags included, so following it raises no other warning.
         self.assertIn(
             'Warning [pci] device_spec 0000:04:00.0: GPU 0000:04:00.0 is in '
             'clique 0 but its [pci] device_spec entry has gpu_p2p_clique '
             "'3'; fix: set device_spec = {\"address\": \"0000:04:00.0\", "
-            '"traits": "CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0"}',
-            lines(out))
+            '"traits": "CUSTOM_GPU_P2P_CLIQUE_ID_0", "gpu_p2p_clique": "0", '
+            '"gpu_p2p_order_1": "1"}', lines(out))
+        warning, = [c['details'] for c in out if c['result'] == WARN]
+        self.assertEqual(right.replace(' ', ''),
+                         warning.split('fix: set ')[1].replace(' ', ''))
 
     def test_static_backend_reads_bindings_from_sysfs(self):
         tree = test_corpus.tree('four-numa-7gpu')
