@@ -221,6 +221,28 @@ def print_capacity(result: dict) -> None:
     capacity_bench.print_result(result)
 
 
+#: Placement's answer with CUSTOM_GPU_P2P_FREE_<n> required (issue 47).
+FREE_TRAIT = 'placement_free_trait'
+
+
+def placement_free_trait() -> dict:
+    """In a fresh interpreter, as capacity_at_cloud_size.
+
+    A 1000-host cloud takes about five minutes to build here.
+    """
+    return bench_privsep.child('free_trait', timeout=3600)
+
+
+def _child_free_trait() -> dict:
+    from lab import placement_free_trait as free
+    return {'clouds': free.run(bench_sizes.SIZES.free_trait_clouds)}
+
+
+def print_free_trait(result: dict) -> None:
+    from lab import placement_free_trait as free
+    free.print_result(result['clouds'])
+
+
 def main(argv: list[str]) -> int:
     select = scheduling.SELECT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -230,7 +252,8 @@ def main(argv: list[str]) -> int:
                         help='every section at its smallest size, to see '
                         'that it runs (CI); its numbers are not worth '
                         'quoting')
-    parser.add_argument('--child', choices=('privsep', 'stall', 'capacity'),
+    parser.add_argument('--child', choices=('privsep', 'stall', 'capacity',
+                                            'free_trait'),
                         help=argparse.SUPPRESS)
     parser.add_argument('--select-hosts', type=_numbers,
                         help='%s\'s cloud sizes, e.g. 100,200,500' % select)
@@ -268,7 +291,8 @@ def main(argv: list[str]) -> int:
     if args.child:
         run = {'privsep': bench_privsep.child_privsep,
                'stall': bench_privsep.child_stall,
-               'capacity': _child_capacity}[args.child]
+               'capacity': _child_capacity,
+               'free_trait': _child_free_trait}[args.child]
         print(json.dumps(run()))
         return 0
     clouds = {guest.GUEST_XML: guest.guest_xml,
@@ -280,7 +304,8 @@ def main(argv: list[str]) -> int:
                   scheduling.select_destinations_batches}
     children = {bench_privsep.PRIVSEP: bench_privsep.privsep_reads,
                 bench_privsep.STALL: bench_privsep.greenthread_stall,
-                VERIFY_P2P: verify_p2p, CAPACITY: capacity_at_cloud_size}
+                VERIFY_P2P: verify_p2p, CAPACITY: capacity_at_cloud_size,
+                FREE_TRAIT: placement_free_trait}
     known = (set(BENCHMARKS) | set(clouds) | set(children)
              | {MEMORY, scheduling.SCHEDULING, scheduling.CLOUD_FILTERS})
     unknown = set(args.names) - known
@@ -328,7 +353,8 @@ def main(argv: list[str]) -> int:
         (bench_privsep.PRIVSEP, bench_privsep.print_privsep_reads),
         (bench_privsep.STALL, bench_privsep.print_greenthread_stall),
         (VERIFY_P2P, verify_p2p_bench.print_result),
-        (CAPACITY, print_capacity))
+        (CAPACITY, print_capacity),
+        (FREE_TRAIT, print_free_trait))
     for section, printer in printers:
         if section in results:
             printer(results[section])

@@ -64,7 +64,7 @@ _CLONE_NEWNS = 0x00020000
 _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x40000
 
 
-def child(mode: str, eventlet: bool = False) -> dict:
+def child(mode: str, eventlet: bool = False, timeout: float = 900) -> dict:
     """``mode`` in a fresh interpreter, for its JSON result.
 
     bench.py's capacity section runs this way too. Fresh, so that the
@@ -80,7 +80,7 @@ def child(mode: str, eventlet: bool = False) -> dict:
     if eventlet:
         code = 'import eventlet; eventlet.monkey_patch(); ' + code
     proc = subprocess.run([sys.executable, '-W', 'ignore', '-c', code],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=timeout)
     if proc.returncode:
         raise RuntimeError('%s failed:\n%s' % (mode, proc.stderr[-3000:]))
     return json.loads(proc.stdout.splitlines()[-1])

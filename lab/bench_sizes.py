@@ -82,6 +82,10 @@ class Sizes:
     #: capacity_at_cloud_size's clouds (hosts of 8 GPUs) and rounds.
     capacity_hosts: tuple[int, ...] = (100, 500, 1000)
     capacity_rounds: int = 3
+    #: placement_free_trait's clouds: (hosts, hosts with four GPUs of a
+    #: clique free).
+    free_trait_clouds: tuple[tuple[int, int], ...] = (
+        (100, 10), (500, 50), (1000, 100), (1000, 10))
 
 
 FULL = Sizes()
@@ -95,7 +99,7 @@ QUICK = Sizes(
     batch_hosts=(2,), batch_shapes=('hgx-fabric-manager',), batch_size=4,
     fabric_sequences=((2, 2, 4),), privsep_rounds=1, stall_rounds=1,
     verify_p2p_rounds=1, verify_p2p_mib=1, capacity_hosts=(20,),
-    capacity_rounds=1)
+    capacity_rounds=1, free_trait_clouds=((4, 1),))
 #: This run's sizes: :func:`configure` sets QUICK for --quick.
 SIZES = FULL
 #: Whether this run is --quick (its sizes may be QUICK's, changed).

@@ -46,12 +46,14 @@ from nova_gpu_p2p import traits
 from lab import placement_cases as model
 
 
-def flavor_request(request: int, numa_nodes: int = 1
+def flavor_request(request: int, numa_nodes: int = 1,
+                   free_trait: bool = False
                    ) -> flavor_commands.FlavorRequest:
     """The flavor ``nova-gpu-p2p flavor --gpus <request>`` prints."""
     return flavor_commands.FlavorRequest(gpus=request,
                                          alias=model.ALIAS['name'],
-                                         numa_nodes=numa_nodes)
+                                         numa_nodes=numa_nodes,
+                                         free_trait=free_trait)
 
 
 @contextlib.contextmanager
@@ -79,14 +81,16 @@ def _nova_config(limit: int | None = None,
 
 
 def _request_spec(request: int, required: bool = True,
-                  numa_nodes: int = 1) -> 'objects.RequestSpec':
+                  numa_nodes: int = 1, free_trait: bool = False
+                  ) -> 'objects.RequestSpec':
     """Nova's RequestSpec for the documented flavor, under _nova_config.
 
     :param required: False: the same flavor without its clique keys (no
         ``hw:gpu_p2p_clique``, no clique-size trait).
     :param numa_nodes: ``--numa-nodes`` of ``nova-gpu-p2p flavor``.
+    :param free_trait: its ``--free-trait``.
     """
-    wanted = flavor_request(request, numa_nodes)
+    wanted = flavor_request(request, numa_nodes, free_trait)
     specs = flavor_commands.properties(wanted)
     if not required:
         specs = {key: value for key, value in specs.items()
@@ -107,7 +111,8 @@ def _request_spec(request: int, required: bool = True,
 
 
 def nova_query(request: int, limit: int | None,
-               alias_clique: int | None = None) -> tuple[str, str]:
+               alias_clique: int | None = None,
+               free_trait: bool = False) -> tuple[str, str]:
     """Nova's GET /allocation_candidates query for ``request`` GPUs.
 
     Built by Nova's scheduler code from the documented flavor
@@ -118,7 +123,7 @@ def nova_query(request: int, limit: int | None,
     """
     with _nova_config(limit, alias_clique):
         resources = scheduler_utils.resources_from_request_spec(
-            None, _request_spec(request), None)
+            None, _request_spec(request, free_trait=free_trait), None)
     if limit is None:
         resources._limit = None
     return resources.to_querystring(), report.SAME_SUBTREE_VERSION

@@ -280,6 +280,19 @@ OPTS = [
              'placement traits on the compute node resource provider. When '
              'False, those traits are removed; other traits are never '
              'touched.'),
+    cfg.BoolOpt(
+        'report_free_traits',
+        default=False,
+        help='Also report CUSTOM_GPU_P2P_FREE_<n> (n from 2 to 16) while a '
+             'hw:gpu_p2p_clique=required server of n GPUs fits on this host '
+             '(n free GPUs of one model in one clique; on a Fabric Manager '
+             'host a free partition of n), from what its domains hold at '
+             'each resource update. Flavors made with "nova-gpu-p2p flavor '
+             '--free-trait" require them, so that placement returns only '
+             'hosts where the server fits. Each change after a new '
+             'allocation on the host costs one placement generation '
+             'conflict, which Nova retries at once and logs at ERROR. '
+             'Needs report_traits.'),
 ]
 
 

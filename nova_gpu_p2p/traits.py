@@ -27,11 +27,17 @@ buses bound to NUMA nodes (``COMPUTE_SOCKET_PCI_NUMA_AFFINITY`` is Nova's
 named by os-traits' rule for them (:func:`os_traits.normalize_name`).
 """
 
+from collections.abc import Iterable
+from collections.abc import Set
+
 import os_traits
 
+from nova_gpu_p2p import capacity
+from nova_gpu_p2p.fabric import partitions as partitions_mod
 from nova_gpu_p2p import min_versions
 from nova_gpu_p2p.topology import grace
 from nova_gpu_p2p.topology import host_cliques as cliques_mod
+from nova_gpu_p2p.topology import host_gpus as host_gpus_mod
 from nova_gpu_p2p.topology import model
 
 #: CUSTOM_GPU_P2P: a clique of two or more GPUs.
@@ -44,8 +50,12 @@ CLIQUE_SIZES = (2, 4, 8, 16)
 #: CUSTOM_GPU_P2P_CLIQUE_<size>: a clique of at least that size.
 GPU_P2P_CLIQUE = {size: os_traits.normalize_name('GPU_P2P_CLIQUE_%d' % size)
                   for size in CLIQUE_SIZES}
+#: Sizes of ``required`` servers a compute node says fit on it now.
+FREE_SIZES = tuple(range(2, 17))
+GPU_P2P_FREE = {size: os_traits.normalize_name('GPU_P2P_FREE_%d' % size)
+                for size in FREE_SIZES}
 OWNED = frozenset([GPU_P2P, GPU_P2P_NVLINK, GPU_NUMA_AFFINITY,
-                   *GPU_P2P_CLIQUE.values()])
+                   *GPU_P2P_CLIQUE.values(), *GPU_P2P_FREE.values()])
 #: Prefix of the per-GPU trait naming its host clique ID.
 CLIQUE_ID_PREFIX = os_traits.normalize_name('GPU_P2P_CLIQUE_ID_')
 #: Prefix of the per-GPU trait naming a Fabric Manager partition it is in.
@@ -93,6 +103,41 @@ def numa_affinity(topology: model.HostTopology,
     if not any(gpu.numa_node is not None for gpu in topology.gpus()):
         return set()
     return {GPU_NUMA_AFFINITY}
+
+
+def free_traits(host: host_gpus_mod.HostGPUs,
+                partitions: Iterable[partitions_mod.FabricPartition],
+                held: Set[str]) -> set[str]:
+    """CUSTOM_GPU_P2P_FREE_<n>: a ``required`` server of n GPUs fits now.
+
+    A flavor that requires the trait of its size lets placement leave out
+    every host where its server cannot land, before Nova reads a host
+    state or runs a filter. The rule is the scheduler's (through
+    :func:`nova_gpu_p2p.capacity.host_size`): n free GPUs of one model in
+    one clique, on a Fabric Manager host one partition of n GPUs all
+    free. ``held``: the addresses this host's domains hold, running or
+    not. A GPU claimed for a server whose domain is not defined yet
+    counts as free until the next update: the trait may promise room
+    that is gone (placement or the filter then drops the host), not hide
+    room that is there.
+    """
+    in_partition: dict[str, set[int]] = {}
+    for partition in partitions:
+        if len(partition.gpus) > 1:
+            for address in partition.gpus:
+                in_partition.setdefault(address, set()).add(partition.id)
+    gpus = []
+    for address, clique in sorted(host.cliques.ids.items()):
+        if address in host.cliques.barred:
+            continue
+        function = host.topology.functions[address]
+        gpus.append(capacity.Gpu(
+            address, int(address not in held),
+            '%04x:%04x' % (function.vendor, function.device), clique,
+            frozenset(in_partition.get(address, ()))))
+    host = capacity.Host('', tuple(gpus))
+    return {GPU_P2P_FREE[size] for size in FREE_SIZES
+            if any(capacity.host_size(host, size).placeable.values())}
 
 
 def clique_id_trait(clique_id: int) -> str:

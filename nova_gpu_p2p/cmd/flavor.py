@@ -49,7 +49,8 @@ def cmd_flavor(args: argparse.Namespace) -> int:
         gpus=args.gpus, alias=args.alias, numa_nodes=args.numa_nodes,
         name=args.name, vcpus=args.vcpus, ram_mb=args.ram,
         disk_gb=args.disk, gpu_bars=_flavor_bars(args),
-        whole_board=args.whole_board, nvswitch_alias=args.nvswitch_alias)
+        whole_board=args.whole_board, nvswitch_alias=args.nvswitch_alias,
+        free_trait=args.free_trait)
     print('\n'.join(flavor_commands.commands(request)), flush=True)
     # After the commands, on stderr: standard output stays a shell script
     # (the devstack plugin runs it), and these lines paste into nova.conf.
@@ -112,6 +113,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help='with --whole-board: the [pci] alias name of '
                              'the NVSwitches (default %s)'
                              % flavor_commands.DEFAULT_NVSWITCH_ALIAS)
+    flavor.add_argument('--free-trait', action='store_true',
+                        help='also require CUSTOM_GPU_P2P_FREE_<N>: '
+                             'placement then returns only hosts where N GPUs '
+                             'of one clique (partition) are free now; add it '
+                             'once every GPU compute node runs this release')
     bars = flavor.add_mutually_exclusive_group()
     bars.add_argument('--bar-gib', type=_positive, metavar='N',
                       help='each GPU\'s large BAR (BAR1) in GiB, which '

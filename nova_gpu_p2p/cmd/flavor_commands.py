@@ -98,6 +98,8 @@ class FlavorRequest:
     whole_board: bool = False
     #: The NVSwitches' ``[pci] alias`` name; None: the default.
     nvswitch_alias: str | None = None
+    #: Require ``CUSTOM_GPU_P2P_FREE_<gpus>`` (``--free-trait``).
+    free_trait: bool = False
 
     @property
     def flavor_name(self) -> str:
@@ -231,6 +233,11 @@ def _validate_board(request: FlavorRequest) -> None:
             '--whole-board --gpus %d: a whole HGX board is %d GPUs and its '
             '%d NVSwitches; give --gpus %d' % (
                 request.gpus, BOARD_GPUS, BOARD_NVSWITCHES, BOARD_GPUS))
+    if request.free_trait:
+        raise exception.InvalidFlavorRequest(
+            '--free-trait: not with --whole-board (a whole board is no '
+            'clique or partition of the host; its servers need every GPU '
+            'and NVSwitch free, which placement counts itself)')
     _validate_alias('--nvswitch-alias', request.switch_alias)
     if request.switch_alias == request.alias:
         raise exception.InvalidFlavorRequest(
@@ -317,6 +324,10 @@ def properties(request: FlavorRequest) -> dict[str, str]:
         # Nova schedules to hosts whose CPUs have as many.
         specs[MAXPHYSADDR_MODE_KEY] = 'emulate'
         specs[MAXPHYSADDR_BITS_KEY] = str(bits)
+    if request.free_trait:
+        # Placement then returns only hosts where the server fits now
+        # (doc/source/scheduling-scale.rst, "Hosts where it fits").
+        specs['trait:%s' % traits.GPU_P2P_FREE[request.gpus]] = 'required'
     if request.whole_board:
         del specs[extra_specs.CLIQUE_KEY]
         del specs['trait:%s' % clique_trait(request.gpus)]
@@ -355,8 +366,15 @@ def commands(request: FlavorRequest) -> list[str]:
     """Shell lines: create the flavor, set its properties, notes."""
     validate(request)
     name = shlex.quote(request.flavor_name)
-    lines = ['openstack flavor create %s --vcpus %d --ram %d --disk %d' % (
-        name, request.vcpu_count, request.ram, request.disk_gb)]
+    lines = []
+    if request.free_trait:
+        # A required trait placement does not know fails the query (400)
+        # instead of finding no host; until some host has had that many
+        # GPUs free, none has reported it.
+        lines.append('openstack --os-placement-api-version 1.6 trait create '
+                     '%s' % traits.GPU_P2P_FREE[request.gpus])
+    lines.append('openstack flavor create %s --vcpus %d --ram %d --disk %d'
+                 % (name, request.vcpu_count, request.ram, request.disk_gb))
     props = ' \\\n'.join(
         '    --property %s=%s' % (key, shlex.quote(value))
         for key, value in properties(request).items())

@@ -143,10 +143,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
                         'check for a slow sysfs or a stuck privsep daemon',
                         elapsed, self.DISCOVERY_BUDGET_S)
         self._host_gpus = found
-        if found.error:
-            self._outages.failed()
-        else:
-            self._outages.answered()
+        (self._outages.failed if found.error else self._outages.answered)()
         return found
 
     def _host_gpus_for_start(self) -> host_gpus_mod.HostGPUs:
@@ -248,9 +245,10 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._partitions_seen = self.host_gpus.topology.fabric_partitions
         return self._partitions_seen
 
-    def _running_devices(self) -> dict[str, tuple[str, ...]]:
-        """Instance UUID -> host PCI addresses, of each running domain."""
-        guests = self._host.list_guests(only_running=True)
+    def _running_devices(self, only_running: bool = True
+                         ) -> dict[str, tuple[str, ...]]:
+        """Instance UUID -> host PCI addresses, of each (running) domain."""
+        guests = self._host.list_guests(only_running=only_running)
         return {guest.uuid: nova_guest.hostdev_addresses(guest.get_xml_desc())
                 for guest in guests}
 
@@ -351,7 +349,11 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         host = self.host_gpus
         if not CONF.gpu_p2p.report_traits or host.error:
             return set()
-        return (traits.p2p_traits(host.topology, host.cliques)
+        free = set()
+        if CONF.gpu_p2p.report_free_traits:
+            held = set().union(*self._running_devices(False).values())
+            free = traits.free_traits(host, self._fabric_partitions(), held)
+        return (traits.p2p_traits(host.topology, host.cliques) | free
                 | traits.numa_affinity(host.topology,
                                        self._libvirt_version(),
                                        self._qemu_version()))

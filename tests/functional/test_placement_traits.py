@@ -50,6 +50,7 @@ LONERS_HOST = 'epyc-4gpu-per-root-complex'
 NVLINK = {'topology_backend': 'nvml'}
 CLIQUE_2_TO_8 = {traits.GPU_P2P_CLIQUE[size] for size in (2, 4, 8)}
 OPERATOR_TRAIT = 'CUSTOM_OPERATOR_RACK_7'
+FREE = frozenset(traits.GPU_P2P_FREE.values())
 
 
 def operator_flavor_specs(gpus: int, numa_nodes: int) -> dict[str, str]:
@@ -92,7 +93,14 @@ class _TraitsTestBase(lifecycle._WeighedHostsBase):
         return set(self.provider_traits(hostname)['traits'])
 
     def ours(self, hostname: str) -> set[str]:
-        return self.traits_of(hostname) & traits.OWNED
+        """Our traits but the free sizes (FreeTraitsTest has those)."""
+        return self.traits_of(hostname) & (traits.OWNED - FREE)
+
+    def free(self, hostname: str) -> set[int]:
+        """The sizes of CUSTOM_GPU_P2P_FREE_<n> the host carries."""
+        found = self.traits_of(hostname)
+        return {size for size, name in traits.GPU_P2P_FREE.items()
+                if name in found}
 
     def run_periodics(self) -> None:
         """Every compute's periodic resource update, as its timer would."""
@@ -177,6 +185,103 @@ class SchedulingByTraitTest(_TraitsTestBase):
         self.assertEqual('pxb', server['OS-EXT-SRV-ATTR:host'])
         self.assertEqual(1, len(set(layout.gpu_cliques(
             self.domain_xml(server)).values())))
+
+
+class _FreeTraitsBase(_TraitsTestBase):
+    """The pairs host and the HGX host; flavors made with --free-trait."""
+
+    #: [gpu_p2p] p2p_level; None: the default (PXB).
+    P2P_LEVEL = None
+
+    def setUp(self):
+        super().setUp()
+        self.flags(report_free_traits=True, group='gpu_p2p')
+        if self.P2P_LEVEL:
+            self.flags(p2p_level=self.P2P_LEVEL, group='gpu_p2p')
+        self.start_gpu_compute('pairs', PAIRS_HOST)
+        self.start_hgx('hgx')
+
+    def free_flavor(self, gpus: int, numa_nodes: int = 1,
+                    vcpus: int = 4) -> str:
+        """``nova-gpu-p2p flavor --free-trait``'s extra specs."""
+        specs = flavor_commands.properties(flavor_commands.FlavorRequest(
+            gpus=gpus, alias=base.GPU_ALIAS, numa_nodes=numa_nodes,
+            free_trait=True))
+        self.assertEqual(
+            'required', specs['trait:%s' % traits.GPU_P2P_FREE[gpus]])
+        return self.gpu_flavor(gpus, numa_nodes=numa_nodes, vcpus=vcpus,
+                               extra_specs=specs)
+
+
+class FreeTraitsTest(_FreeTraitsBase):
+    """CUSTOM_GPU_P2P_FREE_<n>: the sizes that fit on a host now.
+
+    And how stale they get: a claim shows at the next update after its
+    domain is defined (the periodic one), a delete at once, since Nova
+    updates the host after the domain is gone.
+    """
+
+    WEIGHTS = {'hgx': 100, 'pairs': 10}
+
+    def test_sizes_follow_the_servers(self):
+        # Four pairs; one clique of eight.
+        self.assertEqual({2}, self.free('pairs'))
+        self.assertEqual(set(range(2, 9)), self.free('hgx'))
+        filler = self.boot(self.gpu_flavor(2, vcpus=2))
+        self.assertEqual('hgx', filler['OS-EXT-SRV-ATTR:host'])
+        # Claimed before its domain was defined: not shown yet.
+        self.assertEqual(set(range(2, 9)), self.free('hgx'))
+        self.run_periodics()
+        self.assertEqual(set(range(2, 7)), self.free('hgx'))
+        self.assertEqual({2}, self.free('pairs'))
+
+        # Eight of one clique fit nowhere now: placement has no host with
+        # the trait, and without it Nova's filters find none either.
+        eight = self.free_flavor(8, numa_nodes=2)
+        self.assertIn('No valid host', self.boot(
+            eight, expected_state='ERROR')['fault']['message'])
+        self.assertIn('No valid host', self.boot(
+            self.gpu_flavor(8, numa_nodes=2, vcpus=4, extra_specs=(
+                operator_flavor_specs(8, numa_nodes=2))),
+            expected_state='ERROR')['fault']['message'])
+
+        # A delete shows at once, no periodic update needed.
+        self._delete_server(filler)
+        self.assertEqual(set(range(2, 9)), self.free('hgx'))
+        server = self.boot(eight)
+        self.assertEqual('hgx', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual({0}, set(layout.gpu_cliques(
+            self.domain_xml(server)).values()))
+        self.run_periodics()
+        self.assertEqual(set(), self.free('hgx'))
+
+
+class FreeTraitsNoRescheduleTest(_FreeTraitsBase):
+    """Free GPUs that are no free clique: placement leaves the host out.
+
+    :class:`StraddlingClaimRescheduleTest`'s cloud, where the same
+    ``required`` build without the trait is tried on 'pairs' first and
+    rescheduled.
+    """
+
+    WEIGHTS = {'pairs': 100, 'hgx': 10}
+    P2P_LEVEL = 'PHB'
+
+    def test_lands_where_four_are_free_first_try(self):
+        # Two cliques of four, one per socket.
+        self.assertEqual({2, 3, 4}, self.free('pairs'))
+        # Three dedicated CPUs each: one pair on each socket.
+        filler = self.gpu_flavor(2, vcpus=3)
+        for _ in range(2):
+            self.assertEqual('pairs',
+                             self.boot(filler)['OS-EXT-SRV-ATTR:host'])
+        self.run_periodics()
+        self.assertEqual({2}, self.free('pairs'))
+        server = self.boot(self.free_flavor(4, numa_nodes=2, vcpus=2))
+        self.assertEqual('hgx', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(1, len(set(layout.gpu_cliques(
+            self.domain_xml(server)).values())))
+        self.assertNotIn('Error from last host', self.stdlog.logger.output)
 
 
 class StraddlingClaimRescheduleTest(_TraitsTestBase):
@@ -273,17 +378,17 @@ class TraitsFollowTheHostTest(_TraitsTestBase):
 
     def test_an_operator_trait_survives(self):
         self.add_operator_trait('pairs')
-        before = self.traits_of('pairs')
+        before = self.traits_of('pairs') - FREE
         self.run_periodics()
-        self.assertEqual(before, self.traits_of('pairs'))
+        self.assertEqual(before, self.traits_of('pairs') - FREE)
         # And while ours change, twice.
         self.sysfs_roots['pairs'] = self.other_tree(PXB_HOST)
         self.run_periodics()
         self.assertEqual(before | {traits.GPU_P2P_CLIQUE[4]},
-                         self.traits_of('pairs'))
+                         self.traits_of('pairs') - FREE)
         self.sysfs_roots['pairs'] = self.own_root
         self.run_periodics()
-        self.assertEqual(before, self.traits_of('pairs'))
+        self.assertEqual(before, self.traits_of('pairs') - FREE)
 
     def test_report_traits_false_removes_ours_only(self):
         self.add_operator_trait('hgx')

@@ -71,6 +71,7 @@ class TestDefaults(ConfTestCase):
              'expander_bus_grouping', 'align_device_types',
              'guest_numa_distances', 'pcihole64', 'guest_topology',
              'clique_fit_weight_multiplier', 'report_traits',
+             'report_free_traits',
              'fabric_manager_address', 'fabric_manager_library',
              'module_id_file', 'allow_consumer_gpu_cliques',
              'trusted_gpu_models', 'grace_numa_cells_per_gpu',

@@ -48,6 +48,7 @@ from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import link_class
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p.topology import module_ids
+from nova_gpu_p2p import traits as traits_mod
 from tests.fixtures import fake_fm
 from tests.fixtures import hosts
 from tests.unit import base
@@ -512,6 +513,13 @@ def just_below(version: tuple[int, int, int]) -> tuple[int, int, int]:
     return major - 1, 999, 999
 
 
+FREE = frozenset(traits_mod.GPU_P2P_FREE.values())
+
+
+def free(*sizes: int) -> set[str]:
+    return {traits_mod.GPU_P2P_FREE[size] for size in sizes}
+
+
 class TestUpdateProviderTree(base.TestCase):
     """Our traits on a real ProviderTree, Nova's own method mocked."""
 
@@ -541,9 +549,10 @@ class TestUpdateProviderTree(base.TestCase):
         tree.add_traits(nodename, *NOVA_TRAITS)
 
     def update(self, allocations=None):
+        """The node's traits but CUSTOM_GPU_P2P_FREE_<n> (TestFreeTraits)."""
         self.driver.update_provider_tree(self.tree, NODE,
                                          allocations=allocations)
-        return self.tree.data(NODE).traits
+        return self.tree.data(NODE).traits - FREE
 
     def test_adds_our_traits(self):
         self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2, t.NUMA},
@@ -559,7 +568,7 @@ class TestUpdateProviderTree(base.TestCase):
     def test_positional_call_as_the_resource_tracker_makes_it(self):
         self.driver.update_provider_tree(self.tree, NODE)
         self.assertEqual(NOVA_TRAITS | {OPERATOR, t.P2P, t.C2, t.NUMA},
-                         self.tree.data(NODE).traits)
+                         self.tree.data(NODE).traits - FREE)
 
     def test_uses_cached_topology(self):
         self.update()
@@ -709,6 +718,83 @@ def _warning(address, clique_id, rank):
             % (address, clique_id, address, clique_id, clique_id, ''.join(
                 ', "gpu_p2p_order_%d": "%d"' % (n, rank)
                 for n in range(1, rank + 1))))
+
+
+class TestFreeTraits(TestUpdateProviderTree):
+    """CUSTOM_GPU_P2P_FREE_<n>: what the host's domains leave free."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf.config(report_free_traits=True, group='gpu_p2p')
+        self.domains = self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_running_devices', return_value={})).mock
+
+    def free_now(self) -> set[str]:
+        self.driver.update_provider_tree(self.tree, NODE)
+        return self.tree.data(NODE).traits & FREE
+
+    def test_follow_what_domains_hold(self):
+        self.assertEqual(free(2), self.free_now())
+        self.domains.return_value = {uuids.server: (GPU_A,)}
+        self.assertEqual(set(), self.free_now())
+        # Every domain counts, running or not: a stopped server keeps its
+        # GPUs.
+        self.domains.assert_called_with(False)
+        self.domains.return_value = {uuids.server: (GPU_C,)}
+        self.assertEqual(free(2), self.free_now())
+
+    def test_sizes_up_to_the_free_gpus_of_a_clique(self):
+        self.driver._host_gpus = _sixteen_with_nvlink()
+        self.assertEqual(free(*range(2, 17)), self.free_now())
+        addresses = sorted(self.driver._host_gpus.cliques.ids)
+        self.domains.return_value = {uuids.one: tuple(addresses[:2]),
+                                     uuids.two: (addresses[9],)}
+        self.assertEqual(free(*range(2, 14)), self.free_now())
+        self.domains.return_value = {uuids.one: tuple(addresses[1:])}
+        self.assertEqual(set(), self.free_now())
+
+    def test_whole_partitions_on_a_fabric_manager_host(self):
+        self.driver._host_gpus = _sixteen_with_nvlink()
+        gpus = sorted(self.driver._host_gpus.cliques.ids)
+        self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_fabric_partitions', return_value=(
+                partitions.FabricPartition(1, tuple(gpus[:8])),
+                partitions.FabricPartition(2, tuple(gpus[:4])),
+                partitions.FabricPartition(3, tuple(gpus[4:8])),
+                partitions.FabricPartition(4, tuple(gpus[6:8])),
+                partitions.FabricPartition(5, (gpus[0],)))))
+        self.assertEqual(free(2, 4, 8), self.free_now())
+        self.domains.return_value = {uuids.server: (gpus[0],)}
+        # Three free GPUs of partition 2 are no partition of three.
+        self.assertEqual(free(2, 4), self.free_now())
+        self.domains.return_value = {uuids.server: (gpus[7],)}
+        self.assertEqual(free(4), self.free_now())
+
+    def test_none_without_reporting_or_topology(self):
+        self.assertEqual(free(2), self.free_now())
+        self.conf.config(report_traits=False, group='gpu_p2p')
+        self.assertEqual(set(), self.free_now())
+        self.conf.config(report_traits=True, report_free_traits=False,
+                         group='gpu_p2p')
+        self.assertEqual(set(), self.free_now())
+        # Not even asked: nothing to read from libvirt.
+        self.domains.reset_mock()
+        self.free_now()
+        self.domains.assert_not_called()
+        self.conf.config(report_free_traits=True, group='gpu_p2p')
+        good = _sixteen_with_nvlink()
+        self.driver._host_gpus = host_gpus.HostGPUs(
+            topology=good.topology, cliques=good.cliques, error='boom')
+        self.assertEqual(set(), self.free_now())
+
+    def test_barred_gpus_count_for_none(self):
+        good = _sixteen_with_nvlink()
+        addresses = sorted(good.cliques.ids)
+        self.driver._host_gpus = dataclasses.replace(
+            good, cliques=dataclasses.replace(
+                good.cliques,
+                barred={a: 'a consumer GPU' for a in addresses[4:]}))
+        self.assertEqual(free(2, 3, 4), self.free_now())
 
 
 class TestCheckDeviceTraits(TestUpdateProviderTree):

@@ -305,6 +305,31 @@ class TestProperties(base.TestCase):
              'hw:numa_nodes': '1'},
             fc.properties(fc.FlavorRequest(gpus=3, alias='h100-sxm')))
 
+    def test_free_trait_of_its_size(self):
+        for gpus in (2, 3, 8, 16):
+            props = fc.properties(fc.FlavorRequest(gpus=gpus, alias='a',
+                                                   free_trait=True))
+            self.assertEqual(
+                'required', props['trait:CUSTOM_GPU_P2P_FREE_%d' % gpus])
+            self.assertEqual(
+                props, dict(fc.properties(fc.FlavorRequest(
+                    gpus=gpus, alias='a')),
+                    **{'trait:CUSTOM_GPU_P2P_FREE_%d' % gpus: 'required'}))
+        rc, out, err = run_cli('flavor', '--alias', 'a', '--gpus', '3',
+                               '--bar-gib', '80', '--free-trait')
+        self.assertEqual(0, rc, err)
+        self.assertIn('    --property trait:CUSTOM_GPU_P2P_FREE_3=required',
+                      out.splitlines())
+        # Created first: placement refuses a query for a trait it does not
+        # know, and Nova's scheduler then fails the request with a
+        # TypeError instead of NoValidHost.
+        self.assertEqual('openstack --os-placement-api-version 1.6 trait '
+                         'create CUSTOM_GPU_P2P_FREE_3', out.splitlines()[0])
+        # Only asked for: a host that does not report it yet is not lost.
+        rc, out, err = run_cli('flavor', '--alias', 'a', '--gpus', '3',
+                               '--bar-gib', '80')
+        self.assertNotIn('FREE', out)
+
     def test_values_are_strings(self):
         props = fc.properties(fc.FlavorRequest(gpus=16, alias='a'))
         self.assertEqual({str}, {type(v) for v in props.values()})
@@ -676,7 +701,11 @@ class TestWholeBoard(base.TestCase):
                 (('--gpus', '8', '--whole-board', '--nvswitch-alias',
                   'h100'),
                  "--nvswitch-alias 'h100': the GPUs' alias; the NVSwitches "
-                 'need one of their own')):
+                 'need one of their own'),
+                (('--gpus', '8', '--whole-board', '--free-trait'),
+                 '--free-trait: not with --whole-board (a whole board is no '
+                 'clique or partition of the host; its servers need every '
+                 'GPU and NVSwitch free, which placement counts itself)')):
             rc, out, err = run_cli(
                 'flavor', '--alias', 'h100', '--bar-gib', '80', *argv)
             self.assertEqual((2, '', 'nova-gpu-p2p: %s\n' % message),

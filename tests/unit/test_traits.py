@@ -14,9 +14,13 @@
 
 """Placement traits, checked against the names written in SPEC.md."""
 
+import random
+
 import os_traits
 
+from nova_gpu_p2p.fabric import partitions
 from nova_gpu_p2p.topology import host_cliques as cliques
+from nova_gpu_p2p.topology import host_gpus
 from nova_gpu_p2p.topology import model
 from nova_gpu_p2p import traits
 from tests.unit import base
@@ -66,11 +70,13 @@ def _cliques(*sizes, with_ids=True):
 class TestNames(base.TestCase):
 
     def test_owned_is_exactly_the_spec_list(self):
+        # The spec's list, and issue 47's trait for the sizes that fit now.
         self.assertEqual(
             frozenset(['CUSTOM_GPU_P2P', 'CUSTOM_GPU_P2P_CLIQUE_2',
                        'CUSTOM_GPU_P2P_CLIQUE_4', 'CUSTOM_GPU_P2P_CLIQUE_8',
                        'CUSTOM_GPU_P2P_CLIQUE_16', 'CUSTOM_GPU_P2P_NVLINK',
-                       'CUSTOM_GPU_NUMA_AFFINITY']),
+                       'CUSTOM_GPU_NUMA_AFFINITY']
+                      + ['CUSTOM_GPU_P2P_FREE_%d' % n for n in range(2, 17)]),
             traits.OWNED)
 
     def test_names_are_legal_custom_traits(self):
@@ -250,3 +256,53 @@ class TestNumaAffinity(base.TestCase):
             _function(C, 0, vendor=0x1a03, class_code=0x030000))
         self.assertEqual(set(), traits.numa_affinity(host, (11, 3, 0),
                                                      (10, 0, 0)))
+
+
+class TestFreeTraits(base.TestCase):
+    """CUSTOM_GPU_P2P_FREE_<n> against a count by hand, random hosts."""
+
+    @staticmethod
+    def _host(sizes, barred=()):
+        found = _cliques(*sizes)
+        topology = _topology(*(_function(a) for a in found.ids))
+        return host_gpus.HostGPUs(
+            topology=topology, cliques=cliques.Cliques(
+                groups=found.groups, ids=found.ids,
+                barred={a: 'consumer' for a in barred}))
+
+    def test_random_cliques_and_partitions(self):
+        rng = random.Random(47)
+        for _ in range(300):
+            sizes = [rng.randint(1, 8) for _ in range(rng.randint(1, 4))]
+            host = self._host(sizes)
+            addresses = sorted(host.cliques.ids)
+            held = {a for a in addresses if rng.random() < 0.4}
+            # By hand: the most free GPUs of any clique of two or more.
+            most = max([sum(1 for a in group if a not in held)
+                        for group in host.cliques.groups if len(group) > 1]
+                       + [0])
+            expected = {traits.GPU_P2P_FREE[n] for n in traits.FREE_SIZES
+                        if n <= most}
+            self.assertEqual(expected, traits.free_traits(host, (), held),
+                             (sizes, sorted(held)))
+            # A Fabric Manager host: whole partitions, all GPUs free.
+            # (One partition of two or more makes it one, as for the
+            # scheduler: only those mark GPUs with a partition trait.)
+            parts = []
+            for pid in range(rng.randint(1, 4)):
+                size = min(len(addresses), rng.choice(
+                    [2, 4, 8] if pid == 0 else [1, 2, 4, 8]))
+                start = rng.randrange(len(addresses) - size + 1)
+                parts.append(partitions.FabricPartition(
+                    pid, tuple(addresses[start:start + size])))
+            if len(parts[0].gpus) < 2:
+                continue
+            expected = {traits.GPU_P2P_FREE[len(p.gpus)] for p in parts
+                        if len(p.gpus) > 1 and not held & set(p.gpus)}
+            self.assertEqual(expected, traits.free_traits(host, parts, held),
+                             (sizes, parts, sorted(held)))
+
+    def test_barred_gpus_never_count(self):
+        host = self._host([4], barred=[_address(0)])
+        self.assertEqual({traits.GPU_P2P_FREE[2], traits.GPU_P2P_FREE[3]},
+                         traits.free_traits(host, (), set()))
