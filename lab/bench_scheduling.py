@@ -196,7 +196,16 @@ def select_destinations_at_cloud_size() -> dict:
             compare_stock=bench_sizes.SIZES.select_stock,
             with_batch=bench_sizes.SIZES.select_batch,
             quiet_load=bench_sizes.SIZES.select_quiet,
+            crowded=bench_sizes.SIZES.select_crowded,
+            free_trait=bench_sizes.SIZES.select_free_trait,
             progress=lambda step: '  ' + step, **sizes))]}
+
+
+def _flavor(row: dict) -> str:
+    """required, required+free (``--free-trait``) or plain."""
+    if not row['required']:
+        return 'plain'
+    return 'required+free' if row.get('free_trait') else 'required'
 
 
 def _with_load(records: list[dict]) -> list[dict]:
@@ -210,9 +219,10 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
           'request (lab/select_bench_cloud.py; placement\'s cap per host '
           'as given, breadth-first; GPUP2PCliqueFilter first, '
           'candidates_per_host %s; every other host running a required '
-          'pair)' % ('default' if result['candidates_per_host'] is None
-                     else result['candidates_per_host']))
-    print('  %-20s %5s %4s %4s %-8s %-5s %8s %11s %8s %9s %6s %6s %6s '
+          'pair, or with --select-crowded all but every tenth running '
+          'three)' % ('default' if result['candidates_per_host'] is None
+                      else result['candidates_per_host']))
+    print('  %-20s %5s %4s %4s %-13s %-5s %8s %11s %8s %9s %6s %6s %6s '
           '%7s %6s %10s %8s %6s %5s %4s' % (
               'shape', 'hosts', 'cap', 'GPUs', 'flavor', 'nova', 'select s',
               'placement s',
@@ -222,11 +232,11 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
     records = [row for row in result['records'] if not row.get('batch')]
     for row in records:
         by_class = row['filter_seconds_by_class']
-        print('  %-20s %5d %4g %4d %-8s %-5s %8.2f %11.2f %8.2f %9.2f %6.2f '
+        print('  %-20s %5d %4g %4d %-13s %-5s %8.2f %11.2f %8.2f %9.2f %6.2f '
               '%6.2f %6.2f %7.2f %6.2f %10d %8d %6d %5s %4s' % (
                   row['shape'], row['hosts'], row['cap_per_host'],
                   row['gpus'],
-                  'required' if row['required'] else 'plain',
+                  _flavor(row),
                   'stock' if row.get('stock') else 'ours',
                   row['select_seconds'], row['placement_seconds'],
                   row['host_state_seconds'], row['filter_seconds'],
@@ -257,7 +267,9 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
           'free in their clique (half board) as any fitting claim could; '
           'nova: ours (GPUP2PCliqueFilter and weigher) or stock (Nova\'s '
           'filters and weighers alone, same cloud and settings); ours s '
-          'holds Nova\'s filters over the batches it hands them')
+          'holds Nova\'s filters over the batches it hands them; '
+          'required+free: the flavor also requires CUSTOM_GPU_P2P_FREE_<n> '
+          '(nova-gpu-p2p flavor --free-trait)')
 
 
 SELECT_BATCHES = 'select_destinations_batches'

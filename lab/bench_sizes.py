@@ -64,6 +64,9 @@ class Sizes:
     #: batch of select_bench_cloud.BATCH servers on each cloud, each way.
     select_stock: bool = False
     select_batch: bool = False
+    #: select_bench_cloud's crowded cloud, and its free-trait requests.
+    select_crowded: bool = False
+    select_free_trait: bool = False
     #: The load average select_bench_cloud waits for before its requests
     #: (None: no wait).
     select_quiet: float | None = None
@@ -85,7 +88,7 @@ class Sizes:
     #: placement_free_trait's clouds: (hosts, hosts with four GPUs of a
     #: clique free).
     free_trait_clouds: tuple[tuple[int, int], ...] = (
-        (100, 10), (500, 50), (1000, 100), (1000, 10))
+        (100, 10), (500, 50), (1000, 100))
 
 
 FULL = Sizes()
@@ -96,6 +99,7 @@ QUICK = Sizes(
     scheduling_ops=200, scheduling_rounds=1, cloud_hosts=(2,),
     cloud_caps=(0,), select_hosts=(2,), select_shapes=('hgx-fabric-manager',),
     select_caps=(2, 1), select_stock=True, select_batch=True,
+    select_free_trait=True,
     batch_hosts=(2,), batch_shapes=('hgx-fabric-manager',), batch_size=4,
     fabric_sequences=((2, 2, 4),), privsep_rounds=1, stall_rounds=1,
     verify_p2p_rounds=1, verify_p2p_mib=1, capacity_hosts=(20,),

@@ -28,7 +28,10 @@ over the GPUs its servers hold.
 
 Both queries return every host with a free clique of four; the first
 also every other host with four free GPUs, which Nova then reads a host
-state for and ``GPUP2PCliqueFilter`` drops.
+state for and ``GPUP2PCliqueFilter`` drops. A third asks for the trait as
+``root_required`` (placement 1.35), which Nova sends only for its own
+request filters: what placement would take if a flavor's trait on the
+compute node were sent so.
 """
 
 from collections.abc import Sequence
@@ -114,13 +117,16 @@ def measure(hosts: int, fitting: int) -> dict:
         REQUEST, settings.max_placement_results)
     free, _ = placed.nova_query(REQUEST, settings.max_placement_results,
                                 free_trait=True)
+    root = '%s&root_required=%s' % (plain, traits.GPU_P2P_FREE[REQUEST])
     with placed._Placement(settings, microversion) as placement:
         _build(placement, hosts, fitting)
         plain_seconds, plain_hosts = _timed(placement, plain)
         free_seconds, free_hosts = _timed(placement, free)
+        root_seconds, root_hosts = _timed(placement, root)
     return {'hosts': hosts, 'fitting': fitting,
             'plain_seconds': plain_seconds, 'plain_hosts': plain_hosts,
-            'free_seconds': free_seconds, 'free_hosts': free_hosts}
+            'free_seconds': free_seconds, 'free_hosts': free_hosts,
+            'root_seconds': root_seconds, 'root_hosts': root_hosts}
 
 
 def run(clouds: Sequence[tuple[int, int]]) -> list[dict]:
@@ -133,9 +139,13 @@ def print_result(records: Sequence[dict]) -> None:
           'CUSTOM_GPU_P2P_FREE_%d (lab/placement_free_trait.py; hosts of '
           '4+4, the\nothers with one GPU of each clique running)'
           % (REQUEST, REQUEST))
-    print('%6s %8s %12s %8s %12s %8s' % (
-        'hosts', 'fitting', 'plain s', 'hosts', 'free s', 'hosts'))
+    print('%6s %8s %10s %6s %10s %6s %10s %6s' % (
+        'hosts', 'fitting', 'plain s', 'hosts', 'free s', 'hosts',
+        'root s', 'hosts'))
     for row in records:
-        print('%6d %8d %12.3f %8d %12.3f %8d' % (
+        print('%6d %8d %10.3f %6d %10.3f %6d %10.3f %6d' % (
             row['hosts'], row['fitting'], row['plain_seconds'],
-            row['plain_hosts'], row['free_seconds'], row['free_hosts']))
+            row['plain_hosts'], row['free_seconds'], row['free_hosts'],
+            row['root_seconds'], row['root_hosts']))
+    print('  plain: the flavor as nova-gpu-p2p flavor prints it; free: '
+          'with --free-trait; root: the same trait as root_required')

@@ -69,6 +69,11 @@ BUSY_GPUS = 2
 #: Busy hosts' servers asked for together: few enough that none waits
 #: for the scheduler longer than Nova's RPC timeout.
 BUSY_AT_ONCE = 10
+#: Required pairs each crowded host runs: six of its eight GPUs, no free
+#: clique (half board) of four left.
+CROWDED_PAIRS = 3
+#: With :attr:`SelectCloud.crowded`, every this-many-th host stays empty.
+EMPTY_EVERY = 10
 #: GPUs per host NUMA node of both corpus hosts: a server of more spans
 #: two guest NUMA nodes, as ``nova-gpu-p2p flavor --numa-nodes`` sizes it.
 GPUS_PER_SOCKET = 4
@@ -132,6 +137,13 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     hosts = 10
     #: Every other host first runs a ``required`` pair.
     busy = True
+    #: Instead, all hosts but every :data:`EMPTY_EVERY`-th run
+    #: :data:`CROWDED_PAIRS` required pairs, as in a busy GPU cloud.
+    crowded = False
+    #: Computes report CUSTOM_GPU_P2P_FREE_<n>, and every ``required``
+    #: request is also asked with a flavor that requires its size
+    #: (``nova-gpu-p2p flavor --free-trait``).
+    free_trait = False
     #: The GPU counts :meth:`requests` asks for.
     sizes: tuple[int, ...] = REQUESTS
     #: Servers in :meth:`batch`'s one request.
@@ -175,13 +187,15 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         self.addCleanup(root.setLevel, root.level)
         root.setLevel(logging.INFO)
         shape = SHAPES[self.shape]
-        self.flags(instances=max(self.hosts, self.batch_size) + 1,
+        self.flags(instances=max(self.hosts * CROWDED_PAIRS,
+                                 self.batch_size) + 1,
                    cores=-1, ram=-1,
                    group='quota')
         self.cap_placement(self.cap(self.caps_per_host[0]))
         if self.candidates_per_host is not None:
             self.flags(candidates_per_host=self.candidates_per_host,
                        group='gpu_p2p')
+        self.flags(report_free_traits=self.free_trait, group='gpu_p2p')
         self.names = ['host%03d' % n for n in range(self.hosts)]
         self.flags(p2p_level=shape.p2p_level, group='gpu_p2p')
         for hostname in self.names:
@@ -201,7 +215,14 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
                      if function.is_nvidia_gpu}
         #: The GPUs in use on each host.
         self.used: dict[str, set[str]] = {name: set() for name in self.names}
-        self._occupy(self.names[1::2] if self.busy else [])
+        if self.crowded:
+            self._occupy([name for index, name in enumerate(self.names)
+                          if index % EMPTY_EVERY], CROWDED_PAIRS)
+        else:
+            self._occupy(self.names[1::2] if self.busy else [])
+        if self.free_trait:
+            # A claim shows in the free sizes at the periodic update.
+            self._run_periodics()
         self._sync_instance_info()
         self.timings = self._timed()
         #: Seconds the cloud took to start, its busy servers booted.
@@ -248,15 +269,17 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             waits.until(done, lambda: 'instance info not synced: %s'
                         % stale())
 
-    def _occupy(self, hostnames: list[str]) -> None:
-        """A ``required`` pair on each host, through the filters.
+    def _occupy(self, hostnames: list[str], pairs: int = 1) -> None:
+        """``pairs`` ``required`` pairs on each host, through the filters.
 
         :data:`BUSY_AT_ONCE` at a time, then waited for: one after the
         other took about a second each, most of it waiting.
         """
         pair = self.bench_flavor(BUSY_GPUS, required=True)
-        for start in range(0, len(hostnames), BUSY_AT_ONCE):
-            self._occupy_now(pair, hostnames[start:start + BUSY_AT_ONCE])
+        for _ in range(pairs):
+            for start in range(0, len(hostnames), BUSY_AT_ONCE):
+                self._occupy_now(pair,
+                                 hostnames[start:start + BUSY_AT_ONCE])
 
     def _occupy_now(self, pair: str, hostnames: list[str]) -> None:
         posted = [(hostname, self.admin_api.post_server({
@@ -287,16 +310,18 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
                 found.setdefault(clique_id, set()).add(address)
         return [frozenset(gpus) for gpus in found.values()]
 
-    def bench_flavor(self, gpus: int, required: bool) -> str:
+    def bench_flavor(self, gpus: int, required: bool,
+                     free_trait: bool = False) -> str:
         """``nova-gpu-p2p flavor --gpus N``'s keys, sized for these hosts.
 
         One vCPU and 2 GiB per guest NUMA node; without the clique keys
         (``hw:gpu_p2p_clique``, the clique-size trait) unless
-        ``required``.
+        ``required``; with ``--free-trait``'s if ``free_trait``.
         """
         cells = -(-gpus // GPUS_PER_SOCKET)
         specs = flavor_commands.properties(flavor_commands.FlavorRequest(
-            gpus=gpus, alias=nova_cloud.GPU_ALIAS, numa_nodes=cells))
+            gpus=gpus, alias=nova_cloud.GPU_ALIAS, numa_nodes=cells,
+            free_trait=free_trait))
         if not required:
             del specs[extra_specs.CLIQUE_KEY]
             del specs['trait:%s' % flavor_commands.clique_trait(gpus)]
@@ -395,12 +420,17 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             'claim_seconds': sum(s for s, _ in self.timings['claim']),
         }
 
-    def requests(self) -> list[tuple[int, bool]]:
-        """:attr:`sizes` GPUs: ``required`` where a group holds that many."""
+    def requests(self) -> list[tuple[int, bool, bool]]:
+        """:attr:`sizes` GPUs: ``required`` where a group holds that many.
+
+        (GPUs, required, with the free trait) each.
+        """
         largest = max(len(group) for group in self.groups)
-        return [(gpus, required) for gpus in self.sizes
+        return [(gpus, required, free) for gpus in self.sizes
                 for required in (True, False)
-                if not required or (gpus > 1 and largest >= gpus)]
+                if not required or (gpus > 1 and largest >= gpus)
+                for free in (False, True)[:1 + (required
+                                                and self.free_trait)]]
 
     def _one_node(self, gpus: int, found: set[str]) -> list[set[str]]:
         """``found`` per host NUMA node for a one-cell flavor, else whole.
@@ -484,13 +514,13 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
 
     def _select(self, cap_per_host: float, stock: bool = False) -> None:
         """Boot, record and delete each request's server."""
-        for gpus, required in self.requests():
+        for gpus, required, free in self.requests():
             fitting = sum(self.fits(self._free(name), gpus, required)
                           for name in self.names)
             best = self.best_left(gpus)
             self._clear_timings()
-            server = self._boot_or_refused(self.bench_flavor(gpus, required),
-                                           stock)
+            server = self._boot_or_refused(
+                self.bench_flavor(gpus, required, free), stock)
             placed = server['status'] == 'ACTIVE'
             claimed = set(self.gpus(server)) if placed else set()
             host = server['OS-EXT-SRV-ATTR:host']
@@ -499,7 +529,8 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             self.sink({
                 'placed': placed,
                 'shape': self.shape, 'hosts': self.hosts, 'gpus': gpus,
-                'required': required, 'stock': stock,
+                'required': required, 'stock': stock, 'free_trait': free,
+                'crowded': self.crowded,
                 'cap_per_host': cap_per_host,
                 'cap': self.cap(cap_per_host),
                 'select_seconds': select,
