@@ -272,10 +272,6 @@ def main(argv: list[str]) -> int:
                         'filters and weighers' % select)
     parser.add_argument('--select-batch', action='store_const', const=True,
                         help='%s: a --min 20 batch on each cloud too' % select)
-    parser.add_argument('--select-crowded', action='store_const', const=True,
-                        help='%s: all hosts but every tenth run three '
-                        'required pairs, instead of every other one'
-                        % select)
     parser.add_argument('--select-free-trait', action='store_const',
                         const=True,
                         help='%s: computes report CUSTOM_GPU_P2P_FREE_<n>; '
@@ -294,7 +290,6 @@ def main(argv: list[str]) -> int:
         'select_keep': args.select_keep,
         'select_stock': args.select_stock,
         'select_batch': args.select_batch,
-        'select_crowded': args.select_crowded,
         'select_free_trait': args.select_free_trait,
         'select_quiet': args.select_quiet})
     bench_privsep.configure(sizes.privsep_rounds, sizes.stall_rounds,

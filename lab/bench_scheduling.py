@@ -196,7 +196,6 @@ def select_destinations_at_cloud_size() -> dict:
             compare_stock=bench_sizes.SIZES.select_stock,
             with_batch=bench_sizes.SIZES.select_batch,
             quiet_load=bench_sizes.SIZES.select_quiet,
-            crowded=bench_sizes.SIZES.select_crowded,
             free_trait=bench_sizes.SIZES.select_free_trait,
             progress=lambda step: '  ' + step, **sizes))]}
 
@@ -219,9 +218,8 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
           'request (lab/select_bench_cloud.py; placement\'s cap per host '
           'as given, breadth-first; GPUP2PCliqueFilter first, '
           'candidates_per_host %s; every other host running a required '
-          'pair, or with --select-crowded all but every tenth running '
-          'three)' % ('default' if result['candidates_per_host'] is None
-                      else result['candidates_per_host']))
+          'pair)' % ('default' if result['candidates_per_host'] is None
+                     else result['candidates_per_host']))
     print('  %-20s %5s %4s %4s %-13s %-5s %8s %11s %8s %9s %6s %6s %6s '
           '%7s %6s %10s %8s %6s %5s %4s' % (
               'shape', 'hosts', 'cap', 'GPUs', 'flavor', 'nova', 'select s',

@@ -64,8 +64,7 @@ class Sizes:
     #: batch of select_bench_cloud.BATCH servers on each cloud, each way.
     select_stock: bool = False
     select_batch: bool = False
-    #: select_bench_cloud's crowded cloud, and its free-trait requests.
-    select_crowded: bool = False
+    #: select_bench_cloud's requests also with --free-trait flavors.
     select_free_trait: bool = False
     #: The load average select_bench_cloud waits for before its requests
     #: (None: no wait).

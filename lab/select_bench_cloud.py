@@ -69,11 +69,6 @@ BUSY_GPUS = 2
 #: Busy hosts' servers asked for together: few enough that none waits
 #: for the scheduler longer than Nova's RPC timeout.
 BUSY_AT_ONCE = 10
-#: Required pairs each crowded host runs: six of its eight GPUs, no free
-#: clique (half board) of four left.
-CROWDED_PAIRS = 3
-#: With :attr:`SelectCloud.crowded`, every this-many-th host stays empty.
-EMPTY_EVERY = 10
 #: GPUs per host NUMA node of both corpus hosts: a server of more spans
 #: two guest NUMA nodes, as ``nova-gpu-p2p flavor --numa-nodes`` sizes it.
 GPUS_PER_SOCKET = 4
@@ -137,9 +132,6 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     hosts = 10
     #: Every other host first runs a ``required`` pair.
     busy = True
-    #: Instead, all hosts but every :data:`EMPTY_EVERY`-th run
-    #: :data:`CROWDED_PAIRS` required pairs, as in a busy GPU cloud.
-    crowded = False
     #: Computes report CUSTOM_GPU_P2P_FREE_<n>, and every ``required``
     #: request is also asked with a flavor that requires its size
     #: (``nova-gpu-p2p flavor --free-trait``).
@@ -187,8 +179,7 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         self.addCleanup(root.setLevel, root.level)
         root.setLevel(logging.INFO)
         shape = SHAPES[self.shape]
-        self.flags(instances=max(self.hosts * CROWDED_PAIRS,
-                                 self.batch_size) + 1,
+        self.flags(instances=max(self.hosts, self.batch_size) + 1,
                    cores=-1, ram=-1,
                    group='quota')
         self.cap_placement(self.cap(self.caps_per_host[0]))
@@ -215,11 +206,7 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
                      if function.is_nvidia_gpu}
         #: The GPUs in use on each host.
         self.used: dict[str, set[str]] = {name: set() for name in self.names}
-        if self.crowded:
-            self._occupy([name for index, name in enumerate(self.names)
-                          if index % EMPTY_EVERY], CROWDED_PAIRS)
-        else:
-            self._occupy(self.names[1::2] if self.busy else [])
+        self._occupy(self.names[1::2] if self.busy else [])
         if self.free_trait:
             # A claim shows in the free sizes at the periodic update.
             self._run_periodics()
@@ -269,17 +256,15 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             waits.until(done, lambda: 'instance info not synced: %s'
                         % stale())
 
-    def _occupy(self, hostnames: list[str], pairs: int = 1) -> None:
-        """``pairs`` ``required`` pairs on each host, through the filters.
+    def _occupy(self, hostnames: list[str]) -> None:
+        """A ``required`` pair on each host, through the filters.
 
         :data:`BUSY_AT_ONCE` at a time, then waited for: one after the
         other took about a second each, most of it waiting.
         """
         pair = self.bench_flavor(BUSY_GPUS, required=True)
-        for _ in range(pairs):
-            for start in range(0, len(hostnames), BUSY_AT_ONCE):
-                self._occupy_now(pair,
-                                 hostnames[start:start + BUSY_AT_ONCE])
+        for start in range(0, len(hostnames), BUSY_AT_ONCE):
+            self._occupy_now(pair, hostnames[start:start + BUSY_AT_ONCE])
 
     def _occupy_now(self, pair: str, hostnames: list[str]) -> None:
         posted = [(hostname, self.admin_api.post_server({
@@ -530,7 +515,6 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
                 'placed': placed,
                 'shape': self.shape, 'hosts': self.hosts, 'gpus': gpus,
                 'required': required, 'stock': stock, 'free_trait': free,
-                'crowded': self.crowded,
                 'cap_per_host': cap_per_host,
                 'cap': self.cap(cap_per_host),
                 'select_seconds': select,
