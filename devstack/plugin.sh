@@ -32,7 +32,7 @@ _GPU_P2P_LIBVIRT_DRIVER=libvirt.LibvirtDriver
 # nova-compute reads these, on n-cpu hosts:
 _GPU_P2P_COMPUTE_OPTIONS="topology_backend sysfs_root static_topology_file
 p2p_level acs_policy clique_map expander_bus_grouping align_device_types
-guest_numa_distances pcihole64 guest_topology report_traits
+guest_numa_distances pcihole64 guest_topology report_traits report_free_traits
 fabric_manager_address fabric_manager_library module_id_file
 allow_consumer_gpu_cliques trusted_gpu_models pci_ids_file
 grace_numa_cells_per_gpu"
