@@ -143,6 +143,7 @@ OPTION_VALUES = {
     'guest_topology': 'False',
     'clique_fit_weight_multiplier': '2.5',
     'report_traits': 'False',
+    'report_free_traits': 'True',
     'fabric_manager_address': '10.0.0.5:6666',
     'fabric_manager_library': '/opt/nvidia/libnvfm.so.1',
     'module_id_file': '/srv/module_ids.json',
