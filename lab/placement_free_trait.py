@@ -50,6 +50,8 @@ LAYOUT = model.Layout((4, 4))
 REQUEST = 4
 #: GPUs a crowded host's servers hold: one of each clique.
 CROWDED = (0, 4)
+#: The queries of each cloud (:func:`measure`), in the table's order.
+QUERIES = ('plain', 'free', 'root')
 #: Each query is timed this many times; the median is kept.
 ROUNDS = 3
 
@@ -139,13 +141,12 @@ def print_result(records: Sequence[dict]) -> None:
           'CUSTOM_GPU_P2P_FREE_%d (lab/placement_free_trait.py; hosts of '
           '4+4, the\nothers with one GPU of each clique running)'
           % (REQUEST, REQUEST))
-    print('%6s %8s %10s %6s %10s %6s %10s %6s' % (
-        'hosts', 'fitting', 'plain s', 'hosts', 'free s', 'hosts',
-        'root s', 'hosts'))
+    print('hosts  fitting  ' + '  '.join(
+        '%7s s  hosts' % query for query in QUERIES))
     for row in records:
-        print('%6d %8d %10.3f %6d %10.3f %6d %10.3f %6d' % (
-            row['hosts'], row['fitting'], row['plain_seconds'],
-            row['plain_hosts'], row['free_seconds'], row['free_hosts'],
-            row['root_seconds'], row['root_hosts']))
+        print('%5d  %7d  ' % (row['hosts'], row['fitting']) + '  '.join(
+            '%9.3f  %5d' % (row['%s_seconds' % query],
+                            row['%s_hosts' % query])
+            for query in QUERIES))
     print('  plain: the flavor as nova-gpu-p2p flavor prints it; free: '
           'with --free-trait; root: the same trait as root_required')
