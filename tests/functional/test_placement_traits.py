@@ -255,6 +255,29 @@ class FreeTraitsTest(_FreeTraitsBase):
         self.run_periodics()
         self.assertEqual(set(), self.free('hgx'))
 
+    def test_cold_migration_goes_where_its_size_is_free(self):
+        # A move asks placement with the flavor's traits: the free size
+        # counts on the destination too.
+        server = self.boot(self.free_flavor(2))
+        source = server['OS-EXT-SRV-ATTR:host']
+        dest = ({'pairs', 'hgx'} - {source}).pop()
+        self.run_periodics()
+        self.assertIn(2, self.free(dest))
+        # Nova's disk copy needs disk files, which the test double lacks.
+        with mock.patch('nova.virt.libvirt.driver.LibvirtDriver'
+                        '.migrate_disk_and_power_off', return_value='{}'):
+            server = self._migrate_server(server)
+        self.assertEqual(dest, server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(1, len(set(layout.gpu_cliques(
+            self.domain_xml(server)).values())))
+        server = self._confirm_resize(server)
+        self.run_periodics()
+        # The source has its pair back, the destination one pair less.
+        self.assertEqual({'pairs': {2}, 'hgx': set(range(2, 9))}[source],
+                         self.free(source))
+        self.assertEqual({'pairs': {2}, 'hgx': set(range(2, 7))}[dest],
+                         self.free(dest))
+
 
 class FreeTraitsNoRescheduleTest(_FreeTraitsBase):
     """Free GPUs that are no free clique: placement leaves the host out.
