@@ -32,6 +32,7 @@ from oslo_serialization import jsonutils
 
 from nova_gpu_p2p import claim_order
 from nova_gpu_p2p.compute import action_events
+from nova_gpu_p2p.compute import free_sizes
 from nova_gpu_p2p.compute import live_migration
 from nova_gpu_p2p.compute import outage
 from nova_gpu_p2p import conf
@@ -94,6 +95,7 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         self._device_trait_problems: list[str] = []
         self._partitions_seen: tuple[partitions_mod.FabricPartition, ...] = ()
         self._order_failed = False
+        self._free_sizes = free_sizes.FreeSizes()
         self._outages = outage.Outages()
         self._rediscovery = outage.Retry(self.REDISCOVERY_INTERVAL_S)
         self._fabric = lifecycle.Lifecycle(
@@ -245,10 +247,9 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._partitions_seen = self.host_gpus.topology.fabric_partitions
         return self._partitions_seen
 
-    def _running_devices(self, only_running: bool = True
-                         ) -> dict[str, tuple[str, ...]]:
-        """Instance UUID -> host PCI addresses, of each (running) domain."""
-        guests = self._host.list_guests(only_running=only_running)
+    def _running_devices(self) -> dict[str, tuple[str, ...]]:
+        """Instance UUID -> host PCI addresses, of each running domain."""
+        guests = self._host.list_guests(only_running=True)
         return {guest.uuid: nova_guest.hostdev_addresses(guest.get_xml_desc())
                 for guest in guests}
 
@@ -349,10 +350,9 @@ class GPUP2PLibvirtDriver(libvirt_driver.LibvirtDriver):
         host = self.host_gpus
         if not CONF.gpu_p2p.report_traits or host.error:
             return set()
-        free = set()
-        if CONF.gpu_p2p.report_free_traits:
-            held = set().union(*self._running_devices(False).values())
-            free = traits.free_traits(host, self._fabric_partitions(), held)
+        free = (self._free_sizes.traits(host, self._fabric_partitions(),
+                                        self._host)
+                if CONF.gpu_p2p.report_free_traits else set())
         return (traits.p2p_traits(host.topology, host.cliques) | free
                 | traits.numa_affinity(host.topology,
                                        self._libvirt_version(),

@@ -26,6 +26,7 @@ from nova.compute import provider_tree
 from nova import conf as nova_conf
 from nova import exception as nova_exception
 from nova.tests import fixtures as nova_fixtures
+from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.virt import driver as virt_driver
 from nova.virt.libvirt import config as vconfig
 from nova.virt.libvirt import driver as libvirt_driver
@@ -116,6 +117,12 @@ def _host_gpus():
         topology=model.HostTopology(functions=functions),
         cliques=cliques.Cliques(groups=((GPU_A, GPU_B), (GPU_C,)),
                                 ids={GPU_A: 0, GPU_B: 0, GPU_C: None}))
+
+
+def _domain_xml(addresses) -> str:
+    """A domain XML with these PCI hostdevs, as libvirt returns it."""
+    return '<domain type="kvm"><devices>%s</devices></domain>' % ''.join(
+        _hostdev(address).to_xml() for address in addresses)
 
 
 def _hostdev(address):
@@ -726,8 +733,16 @@ class TestFreeTraits(TestUpdateProviderTree):
     def setUp(self):
         super().setUp()
         self.conf.config(report_free_traits=True, group='gpu_p2p')
-        self.domains = self.useFixture(fixtures.MockPatchObject(
-            self.driver, '_running_devices', return_value={})).mock
+        #: Each domain's GPUs, as libvirt lists the domains.
+        self.held: dict[str, tuple[str, ...]] = {}
+        self.guests = self.useFixture(fixtures.MockPatchObject(
+            self.driver._host, 'list_guests',
+            side_effect=self._guests)).mock
+
+    def _guests(self, only_running=True):
+        return [types.SimpleNamespace(
+            uuid=uuid, get_xml_desc=functools.partial(_domain_xml, gpus))
+            for uuid, gpus in self.held.items()]
 
     def free_now(self) -> set[str]:
         self.driver.update_provider_tree(self.tree, NODE)
@@ -735,22 +750,22 @@ class TestFreeTraits(TestUpdateProviderTree):
 
     def test_follow_what_domains_hold(self):
         self.assertEqual(free(2), self.free_now())
-        self.domains.return_value = {uuids.server: (GPU_A,)}
+        self.held = {uuids.server: (GPU_A,)}
         self.assertEqual(set(), self.free_now())
         # Every domain counts, running or not: a stopped server keeps its
         # GPUs.
-        self.domains.assert_called_with(False)
-        self.domains.return_value = {uuids.server: (GPU_C,)}
+        self.guests.assert_called_with(only_running=False)
+        self.held = {uuids.server: (GPU_C,)}
         self.assertEqual(free(2), self.free_now())
 
     def test_sizes_up_to_the_free_gpus_of_a_clique(self):
         self.driver._host_gpus = _sixteen_with_nvlink()
         self.assertEqual(free(*range(2, 17)), self.free_now())
         addresses = sorted(self.driver._host_gpus.cliques.ids)
-        self.domains.return_value = {uuids.one: tuple(addresses[:2]),
-                                     uuids.two: (addresses[9],)}
+        self.held = {uuids.one: tuple(addresses[:2]),
+                     uuids.two: (addresses[9],)}
         self.assertEqual(free(*range(2, 14)), self.free_now())
-        self.domains.return_value = {uuids.one: tuple(addresses[1:])}
+        self.held = {uuids.one: tuple(addresses[1:])}
         self.assertEqual(set(), self.free_now())
 
     def test_whole_partitions_on_a_fabric_manager_host(self):
@@ -764,10 +779,10 @@ class TestFreeTraits(TestUpdateProviderTree):
                 partitions.FabricPartition(4, tuple(gpus[6:8])),
                 partitions.FabricPartition(5, (gpus[0],)))))
         self.assertEqual(free(2, 4, 8), self.free_now())
-        self.domains.return_value = {uuids.server: (gpus[0],)}
+        self.held = {uuids.server: (gpus[0],)}
         # Three free GPUs of partition 2 are no partition of three.
         self.assertEqual(free(2, 4), self.free_now())
-        self.domains.return_value = {uuids.server: (gpus[7],)}
+        self.held = {uuids.server: (gpus[7],)}
         self.assertEqual(free(4), self.free_now())
 
     def test_none_without_reporting_or_topology(self):
@@ -778,14 +793,35 @@ class TestFreeTraits(TestUpdateProviderTree):
                          group='gpu_p2p')
         self.assertEqual(set(), self.free_now())
         # Not even asked: nothing to read from libvirt.
-        self.domains.reset_mock()
+        self.guests.reset_mock()
         self.free_now()
-        self.domains.assert_not_called()
+        self.guests.assert_not_called()
         self.conf.config(report_free_traits=True, group='gpu_p2p')
         good = _sixteen_with_nvlink()
         self.driver._host_gpus = host_gpus.HostGPUs(
             topology=good.topology, cliques=good.cliques, error='boom')
         self.assertEqual(set(), self.free_now())
+
+    def test_a_domain_gone_while_read_keeps_the_last_sizes(self):
+        # A delete racing the update inside another server's claim: the
+        # claim goes on, the sizes stay as last read.
+        self.held = {uuids.server: (GPU_A,)}
+        self.assertEqual(set(), self.free_now())
+        log = self.useFixture(fixtures.FakeLogger(
+            name='nova_gpu_p2p.compute.free_sizes', level=logging.WARNING))
+        self.guests.side_effect = [[types.SimpleNamespace(
+            uuid=uuids.server, get_xml_desc=mock.Mock(
+                side_effect=fakelibvirt.make_libvirtError(
+                    fakelibvirt.libvirtError, 'Domain not found',
+                    error_code=fakelibvirt.VIR_ERR_NO_DOMAIN)))]]
+        self.assertEqual(set(), self.free_now())
+        self.assertIn('CUSTOM_GPU_P2P_FREE_<n> stay as last reported',
+                      log.output)
+        self.guests.side_effect = self._guests
+        self.held = {}
+        self.assertEqual(free(2), self.free_now())
+        self.guests.side_effect = RuntimeError('libvirt went away')
+        self.assertEqual(free(2), self.free_now())
 
     def test_barred_gpus_count_for_none(self):
         good = _sixteen_with_nvlink()
