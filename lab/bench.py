@@ -226,21 +226,42 @@ FREE_TRAIT = 'placement_free_trait'
 
 
 def placement_free_trait() -> dict:
-    """In a fresh interpreter, as capacity_at_cloud_size.
+    """In fresh interpreters, as capacity_at_cloud_size.
 
-    A 1000-host cloud takes about five minutes to build here.
+    Placement as released, then with ``patches/placement``
+    (:mod:`lab.patched_placement`), whose answers must be the same. A
+    1000-host cloud takes about five minutes to build here, each time.
     """
-    return bench_privsep.child('free_trait', timeout=3600)
+    from lab import patched_placement
+    from lab import placement_free_trait as free
+    stock = bench_privsep.child('free_trait', timeout=3600)
+    with patched_placement.copy() as path:
+        fixed = bench_privsep.child('free_trait', timeout=3600,
+                                    first_path=path)
+    if stock['patched'] or not fixed['patched']:
+        raise RuntimeError('placement_free_trait: the stock run imported a '
+                           'patched placement or the fixed run did not')
+    for released, patched in zip(stock['clouds'], fixed['clouds']):
+        differ = [query for query in free.QUERIES
+                  if released['%s_answer' % query]
+                  != patched['%s_answer' % query]]
+        if differ:
+            raise RuntimeError(
+                'placement_free_trait: patches/placement changed the answer '
+                'to %s at %d hosts' % (', '.join(differ), released['hosts']))
+    return {'clouds': stock['clouds'], 'fixed_clouds': fixed['clouds']}
 
 
 def _child_free_trait() -> dict:
+    from lab import patched_placement
     from lab import placement_free_trait as free
-    return {'clouds': free.run(bench_sizes.SIZES.free_trait_clouds)}
+    return {'clouds': free.run(bench_sizes.SIZES.free_trait_clouds),
+            'patched': patched_placement.is_patched()}
 
 
 def print_free_trait(result: dict) -> None:
     from lab import placement_free_trait as free
-    free.print_result(result['clouds'])
+    free.print_result(result['clouds'], result['fixed_clouds'])
 
 
 def main(argv: list[str]) -> int:

@@ -64,13 +64,17 @@ _CLONE_NEWNS = 0x00020000
 _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x40000
 
 
-def child(mode: str, eventlet: bool = False, timeout: float = 900) -> dict:
+def child(mode: str, eventlet: bool = False, timeout: float = 900,
+          first_path: str | None = None) -> dict:
     """``mode`` in a fresh interpreter, for its JSON result.
 
     bench.py's capacity section runs this way too. Fresh, so that the
     privsep daemon, a private mount namespace and eventlet's monkey
     patching stay out of the other benchmarks; eventlet patches first, as
     nova-compute does.
+
+    :param first_path: a directory the child imports from before its
+        site-packages (a patched copy of a package).
     """
     argv = [BENCH, '--child', mode]
     if SETTINGS['quick']:
@@ -79,8 +83,13 @@ def child(mode: str, eventlet: bool = False, timeout: float = 900) -> dict:
             'runpy.run_path(sys.argv[0], run_name="__main__")' % argv)
     if eventlet:
         code = 'import eventlet; eventlet.monkey_patch(); ' + code
+    env = dict(os.environ)
+    if first_path:
+        env['PYTHONPATH'] = os.pathsep.join(
+            filter(None, (first_path, env.get('PYTHONPATH'))))
     proc = subprocess.run([sys.executable, '-W', 'ignore', '-c', code],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          env=env)
     if proc.returncode:
         raise RuntimeError('%s failed:\n%s' % (mode, proc.stderr[-3000:]))
     return json.loads(proc.stdout.splitlines()[-1])

@@ -85,9 +85,9 @@ class Sizes:
     capacity_hosts: tuple[int, ...] = (100, 500, 1000)
     capacity_rounds: int = 3
     #: placement_free_trait's clouds: (hosts, hosts with four GPUs of a
-    #: clique free).
+    #: clique free): a tenth of each cloud, then as few as at 100 hosts.
     free_trait_clouds: tuple[tuple[int, int], ...] = (
-        (100, 10), (500, 50), (1000, 100))
+        (100, 10), (500, 50), (1000, 100), (1000, 10))
 
 
 FULL = Sizes()

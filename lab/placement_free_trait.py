@@ -34,7 +34,10 @@ request filters: what placement would take if a flavor's trait on the
 compute node were sent so.
 """
 
+import collections
 from collections.abc import Sequence
+import hashlib
+import json
 import statistics
 import time
 
@@ -100,8 +103,34 @@ def _build(placement: placed._Placement, hosts: int, fitting: int) -> None:
     placement.reshape(inventories, used)
 
 
-def _timed(placement: placed._Placement, query: str) -> tuple[float, int]:
-    """Median seconds of the GET with its JSON read; hosts returned."""
+def answer_digest(body: dict) -> str:
+    """What of placement's answer a change to placement must keep.
+
+    The hosts, each provider's summary and each host's number of
+    candidates. Not which of a host's candidates fill the cap, nor their
+    order: both follow the order of Python sets of providers, which any
+    change in what placement reads reorders.
+    """
+    roots = {rp: summary['root_provider_uuid']
+             for rp, summary in body['provider_summaries'].items()}
+    candidates = collections.Counter(
+        roots[next(iter(areq['allocations']))]
+        for areq in body['allocation_requests'])
+    canonical = json.dumps({
+        'candidates': candidates,
+        'provider_summaries': {
+            rp: dict(summary, traits=sorted(summary['traits']))
+            for rp, summary in body['provider_summaries'].items()}},
+        sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _timed(placement: placed._Placement, query: str
+           ) -> tuple[float, int, str]:
+    """Median seconds of the GET with its JSON read.
+
+    Also the hosts it returned and :func:`answer_digest`.
+    """
     times = []
     for _ in range(ROUNDS):
         start = time.perf_counter()
@@ -109,7 +138,7 @@ def _timed(placement: placed._Placement, query: str) -> tuple[float, int]:
         times.append(time.perf_counter() - start)
     roots = {rp for rp, summary in body['provider_summaries'].items()
              if summary.get('parent_provider_uuid') is None}
-    return statistics.median(times), len(roots)
+    return statistics.median(times), len(roots), answer_digest(body)
 
 
 def measure(hosts: int, fitting: int) -> dict:
@@ -122,31 +151,33 @@ def measure(hosts: int, fitting: int) -> dict:
     root = '%s&root_required=%s' % (plain, traits.GPU_P2P_FREE[REQUEST])
     with placed._Placement(settings, microversion) as placement:
         _build(placement, hosts, fitting)
-        plain_seconds, plain_hosts = _timed(placement, plain)
-        free_seconds, free_hosts = _timed(placement, free)
-        root_seconds, root_hosts = _timed(placement, root)
-    return {'hosts': hosts, 'fitting': fitting,
-            'plain_seconds': plain_seconds, 'plain_hosts': plain_hosts,
-            'free_seconds': free_seconds, 'free_hosts': free_hosts,
-            'root_seconds': root_seconds, 'root_hosts': root_hosts}
+        record = {'hosts': hosts, 'fitting': fitting}
+        for name, query in zip(QUERIES, (plain, free, root)):
+            (record['%s_seconds' % name], record['%s_hosts' % name],
+             record['%s_answer' % name]) = _timed(placement, query)
+    return record
 
 
 def run(clouds: Sequence[tuple[int, int]]) -> list[dict]:
     return [measure(hosts, fitting) for hosts, fitting in clouds]
 
 
-def print_result(records: Sequence[dict]) -> None:
+def print_result(records: Sequence[dict], fixed: Sequence[dict]) -> None:
+    """Each cloud's row under placement as released, then as patched."""
     print('\nplacement_free_trait: GET /allocation_candidates for a '
           'required flavor of %d GPUs,\nwithout and with '
           'CUSTOM_GPU_P2P_FREE_%d (lab/placement_free_trait.py; hosts of '
           '4+4, the\nothers with one GPU of each clique running)'
           % (REQUEST, REQUEST))
-    print('hosts  fitting  ' + '  '.join(
+    print('placement  hosts  fitting  ' + '  '.join(
         '%7s s  hosts' % query for query in QUERIES))
-    for row in records:
-        print('%5d  %7d  ' % (row['hosts'], row['fitting']) + '  '.join(
-            '%9.3f  %5d' % (row['%s_seconds' % query],
-                            row['%s_hosts' % query])
-            for query in QUERIES))
+    for name, rows in (('released', records), ('patched', fixed)):
+        for row in rows:
+            print('%-9s  %5d  %7d  ' % (name, row['hosts'], row['fitting'])
+                  + '  '.join('%9.3f  %5d' % (row['%s_seconds' % query],
+                                              row['%s_hosts' % query])
+                              for query in QUERIES))
     print('  plain: the flavor as nova-gpu-p2p flavor prints it; free: '
-          'with --free-trait; root: the same trait as root_required')
+          'with --free-trait; root: the same trait as root_required;\n'
+          '  patched: with patches/placement (later request groups read '
+          'only the trees of earlier ones)')

@@ -12,21 +12,26 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Apply (or check) the Nova patch series in ``patches/nova`` to a Nova tree.
+"""Apply (or check) a patch series of ``patches/<project>`` to an installed tree.
 
-``apply [DIR]``: each patch of ``patches/nova/series`` in turn, with
-``patch -p1``, to DIR (default: the directory holding the ``nova`` package
-this Python imports, i.e. its site-packages or a source tree); a patch
-already applied (named in ``nova/.nova-patches-applied``) is skipped, so
-a reused tox env is patched once. Files are copied before they are
+The series we keep for upstream Nova (``patches/nova``) and placement
+(``patches/placement``). ``--project`` (default ``nova``) names the series
+and the package it patches.
+
+``apply [DIR]``: each patch of ``patches/<project>/series`` in turn, with
+``patch -p1``, to DIR (default: the directory holding the package this
+Python imports, i.e. its site-packages or a source tree); a patch already
+applied (named in ``<package>/.<project>-patches-applied``) is skipped,
+so a reused tox env is patched once. Files are copied before they are
 patched: installers hard-link files from their cache, and patching a
 link would patch every environment sharing it. ``check DIR``: ``patch
 --dry-run`` of the whole series, for an unpacked sdist. Exit status 1
 and one line naming the patch on failure.
 
-``apply`` without DIR also copies the environment's ``etc/nova/api-paste.ini``
-beside the installed package, where Nova's own functional tests look for it
-(they expect a source tree), so that they run from the installed wheel.
+For Nova, ``apply`` without DIR also copies the environment's
+``etc/nova/api-paste.ini`` beside the installed package, where Nova's own
+functional tests look for it (they expect a source tree), so that they
+run from the installed wheel.
 """
 
 import argparse
@@ -37,20 +42,26 @@ import shutil
 import subprocess
 import sys
 
-#: Beside the patched package: the names of the patches applied to it.
-STAMP = '.nova-patches-applied'
-SERIES_DIR = pathlib.Path(__file__).resolve().parents[1] / 'patches' / 'nova'
+#: The series we keep, each applying to the package of its name.
+PROJECTS = ('nova', 'placement')
+PATCHES = pathlib.Path(__file__).resolve().parents[1] / 'patches'
 
 
-def series() -> list[pathlib.Path]:
-    names = (SERIES_DIR / 'series').read_text().split()
-    return [SERIES_DIR / name for name in names if not name.startswith('#')]
+def stamp(target: pathlib.Path, project: str) -> pathlib.Path:
+    """Beside the patched package: the names of the patches applied to it."""
+    return target / project / ('.%s-patches-applied' % project)
 
 
-def installed_root() -> pathlib.Path:
-    spec = importlib.util.find_spec('nova')
+def series(project: str) -> list[pathlib.Path]:
+    names = (PATCHES / project / 'series').read_text().split()
+    return [PATCHES / project / name
+            for name in names if not name.startswith('#')]
+
+
+def installed_root(project: str) -> pathlib.Path:
+    spec = importlib.util.find_spec(project)
     if spec is None or not spec.submodule_search_locations:
-        sys.exit('nova is not importable by %s' % sys.executable)
+        sys.exit('%s is not importable by %s' % (project, sys.executable))
     return pathlib.Path(list(spec.submodule_search_locations)[0]).parent
 
 
@@ -73,15 +84,15 @@ def _unlink_copies(target: pathlib.Path, patch: pathlib.Path) -> None:
             os.replace(copy, path)
 
 
-def apply(target: pathlib.Path) -> int:
+def apply(target: pathlib.Path, project: str) -> int:
     """Apply the patches not yet applied, recorded in a stamp file.
 
     A later patch may change what an earlier one added, so whether a
     patch is applied cannot be told by reversing it alone.
     """
-    stamp = target / 'nova' / STAMP
-    done = stamp.read_text().split() if stamp.is_file() else []
-    for patch in series():
+    applied = stamp(target, project)
+    done = applied.read_text().split() if applied.is_file() else []
+    for patch in series(project):
         if patch.name in done:
             print('%s: already applied' % patch.name)
             continue
@@ -91,7 +102,7 @@ def apply(target: pathlib.Path) -> int:
         _unlink_copies(target, patch)
         _patch(target, patch, '--forward')
         done.append(patch.name)
-        stamp.write_text('\n'.join(done) + '\n')
+        applied.write_text('\n'.join(done) + '\n')
         print('%s: applied' % patch.name)
     return 0
 
@@ -104,16 +115,16 @@ def place_api_paste(target: pathlib.Path) -> None:
         shutil.copy2(source, dest)
 
 
-def check(target: pathlib.Path) -> int:
+def check(target: pathlib.Path, project: str) -> int:
     """Dry-run the series in order on a scratch copy of the touched files."""
-    if not (target / 'nova').is_dir():
-        print('%s holds no nova package' % target)
+    if not (target / project).is_dir():
+        print('%s holds no %s package' % (target, project))
         return 1
-    scratch = target.parent / (target.name + '.nova-patches-check')
+    scratch = target.parent / (target.name + '.upstream-patches-check')
     shutil.rmtree(scratch, ignore_errors=True)
-    shutil.copytree(target / 'nova', scratch / 'nova')
+    shutil.copytree(target / project, scratch / project)
     try:
-        for patch in series():
+        for patch in series(project):
             if not _patch(scratch, patch, '--forward'):
                 print('%s does not apply to %s' % (patch.name, target))
                 return 1
@@ -125,15 +136,19 @@ def check(target: pathlib.Path) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--project', choices=PROJECTS, default='nova')
     parser.add_argument('action', choices=('apply', 'check'))
     parser.add_argument('target', nargs='?', type=pathlib.Path)
     args = parser.parse_args()
     if args.action == 'check':
-        return check(args.target or installed_root())
+        return check(args.target or installed_root(args.project),
+                     args.project)
     if args.target:
-        return apply(args.target)
-    place_api_paste(installed_root())
-    return apply(installed_root())
+        return apply(args.target, args.project)
+    root = installed_root(args.project)
+    if args.project == 'nova':
+        place_api_paste(root)
+    return apply(root, args.project)
 
 
 if __name__ == '__main__':
