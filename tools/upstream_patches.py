@@ -12,7 +12,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Apply (or check) a patch series of ``patches/<project>`` to an installed tree.
+"""Apply (or check) a patch series of ``patches/<project>`` to a tree.
 
 The series we keep for upstream Nova (``patches/nova``) and placement
 (``patches/placement``). ``--project`` (default ``nova``) names the series

@@ -74,7 +74,6 @@ class TestSignature(base.TestCase):
                       'pci_requests=None,', text)
 
 
-
 class TestCheckRow(base.TestCase):
 
     def test_fixed(self):
