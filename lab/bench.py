@@ -229,8 +229,10 @@ def placement_free_trait() -> dict:
     """In fresh interpreters, as capacity_at_cloud_size.
 
     Placement as released, then with ``patches/placement``
-    (:mod:`lab.patched_placement`), whose answers must be the same. A
-    1000-host cloud takes about five minutes to build here, each time.
+    (:mod:`lab.patched_placement`), whose answers must have the same
+    hosts, summaries and candidates per host
+    (:func:`lab.placement_free_trait.answer_digest`). A 1000-host cloud
+    takes about five minutes to build here, each time.
     """
     from lab import patched_placement
     from lab import placement_free_trait as free
