@@ -23,7 +23,6 @@ own placement stays as released.
 
 from collections.abc import Iterator
 import contextlib
-import importlib.util
 import pathlib
 import shutil
 import subprocess
@@ -44,8 +43,8 @@ def is_patched() -> bool:
 @contextlib.contextmanager
 def copy() -> Iterator[str]:
     """A directory holding the patched copy, removed afterwards."""
-    spec = importlib.util.find_spec('placement')
-    source = pathlib.Path(list(spec.submodule_search_locations)[0])
+    import placement
+    source = pathlib.Path(placement.__file__).parent
     with tempfile.TemporaryDirectory(prefix='placement-patched-') as path:
         shutil.copytree(source, pathlib.Path(path) / 'placement',
                         ignore=shutil.ignore_patterns('__pycache__'))
