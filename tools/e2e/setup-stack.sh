@@ -27,9 +27,12 @@
 # chroot the tests then talk to (tests/fixtures/stack.py); the bookworm and
 # backports stacks remove it. Idempotent. Without root or apt-get it says
 # what is missing in one line and exits 0; the e2e tests then skip (unless
-# NOVA_GPU_P2P_REQUIRE_TOOLS=1).
+# NOVA_GPU_P2P_REQUIRE_TOOLS=1). `sid-install` only installs sid's chroot
+# (debootstrap, its packages, the arm64 guest's): no daemon starts and the
+# host's stack is untouched, so CI runs it in the background while the
+# tests that need no libvirtd run; `sid` then finds it installed.
 #
-# Usage: tools/e2e/setup-stack.sh bookworm|backports|sid
+# Usage: tools/e2e/setup-stack.sh bookworm|backports|sid|sid-install
 set -euo pipefail
 
 readonly URI=qemu:///system
@@ -66,13 +69,13 @@ readonly SID_APT=(apt-get -o Acquire::Check-Valid-Until=false)
 say() { echo "setup-stack: $*"; }
 
 usage() {
-    echo "usage: $0 bookworm|backports|sid" >&2
+    echo "usage: $0 bookworm|backports|sid|sid-install" >&2
     exit 2
 }
 
 [[ $# -eq 1 ]] || usage
 stack=$1
-[[ $stack == bookworm || $stack == backports || $stack == sid ]] || usage
+[[ $stack =~ ^(bookworm|backports|sid|sid-install)$ ]] || usage
 
 if [[ "$(id -u)" -ne 0 ]]; then
     say "not root: not installing libvirtd/QEMU/OVMF ($stack); e2e tests will skip"
@@ -336,7 +339,10 @@ start_sid_daemons() {
     echo "$SID_ROOT" >"$STACK_FILE"
 }
 
-if [[ $stack == sid ]]; then
+if [[ $stack == sid-install ]]; then
+    install_sid
+    say "sid chroot installed in $SID_ROOT"
+elif [[ $stack == sid ]]; then
     install_sid
     start_sid_daemons
     sid_versions=$(dpkg-query --admindir="$SID_ROOT/var/lib/dpkg" -W \
