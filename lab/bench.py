@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 
 
 from lab import cloud_runner  # noqa: E402
-if '--child' not in sys.argv:
+if '--child' not in sys.argv or 'cloned' in sys.argv:
     # The in-process clouds need it; the privsep and stall children
     # measure reads and stalls without it. Before anything that imports
     # Nova (cloud_filters does).
@@ -276,7 +276,7 @@ def main(argv: list[str]) -> int:
                         'that it runs (CI); its numbers are not worth '
                         'quoting')
     parser.add_argument('--child', choices=('privsep', 'stall', 'capacity',
-                                            'free_trait'),
+                                            'free_trait', 'cloned'),
                         help=argparse.SUPPRESS)
     parser.add_argument('--select-hosts', type=_numbers,
                         help='%s\'s cloud sizes, e.g. 100,200,500' % select)
@@ -321,7 +321,8 @@ def main(argv: list[str]) -> int:
         run = {'privsep': bench_privsep.child_privsep,
                'stall': bench_privsep.child_stall,
                'capacity': _child_capacity,
-               'free_trait': _child_free_trait}[args.child]
+               'free_trait': _child_free_trait,
+               'cloned': scheduling.child_cloned}[args.child]
         print(json.dumps(run()))
         return 0
     clouds = {guest.GUEST_XML: guest.guest_xml,
@@ -334,7 +335,9 @@ def main(argv: list[str]) -> int:
     children = {bench_privsep.PRIVSEP: bench_privsep.privsep_reads,
                 bench_privsep.STALL: bench_privsep.greenthread_stall,
                 VERIFY_P2P: verify_p2p, CAPACITY: capacity_at_cloud_size,
-                FREE_TRAIT: placement_free_trait}
+                FREE_TRAIT: placement_free_trait,
+                scheduling.SELECT_CLONED:
+                    scheduling.select_destinations_cloned}
     known = (set(BENCHMARKS) | set(clouds) | set(children)
              | {MEMORY, scheduling.SCHEDULING, scheduling.CLOUD_FILTERS})
     unknown = set(args.names) - known
@@ -383,7 +386,9 @@ def main(argv: list[str]) -> int:
         (bench_privsep.STALL, bench_privsep.print_greenthread_stall),
         (VERIFY_P2P, verify_p2p_bench.print_result),
         (CAPACITY, print_capacity),
-        (FREE_TRAIT, print_free_trait))
+        (FREE_TRAIT, print_free_trait),
+        (scheduling.SELECT_CLONED,
+         scheduling.print_select_destinations_cloned))
     for section, printer in printers:
         if section in results:
             printer(results[section])

@@ -23,6 +23,7 @@ of the other sections.
 """
 
 from collections.abc import Callable
+from collections.abc import Sequence
 import ctypes
 import functools
 import json
@@ -65,7 +66,8 @@ _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x40000
 
 
 def child(mode: str, eventlet: bool = False, timeout: float = 900,
-          first_path: str | None = None) -> dict:
+          first_path: str | None = None, options: Sequence[str] = ()
+          ) -> dict:
     """``mode`` in a fresh interpreter, for its JSON result.
 
     bench.py's capacity section runs this way too. Fresh, so that the
@@ -75,8 +77,9 @@ def child(mode: str, eventlet: bool = False, timeout: float = 900,
 
     :param first_path: a directory the child imports from before its
         site-packages (a patched copy of a package).
+    :param options: bench.py's options the child is to run with.
     """
-    argv = [BENCH, '--child', mode]
+    argv = [BENCH, '--child', mode, *options]
     if SETTINGS['quick']:
         argv.append('--quick')
     code = ('import runpy, sys; sys.argv = %r; '

@@ -220,6 +220,11 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
           'candidates_per_host %s; every other host running a required '
           'pair)' % ('default' if result['candidates_per_host'] is None
                      else result['candidates_per_host']))
+    _print_select_rows(result['records'])
+
+
+def _print_select_rows(all_records: list[dict]) -> None:
+    """The table of each request, then the batches and the start times."""
     print('  %-20s %5s %4s %4s %-13s %-5s %8s %11s %8s %9s %6s %6s %6s '
           '%7s %6s %10s %8s %6s %5s %4s' % (
               'shape', 'hosts', 'cap', 'GPUs', 'flavor', 'nova', 'select s',
@@ -227,7 +232,7 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
               'states s', 'filters s', 'ours s', 'NUMA s', 'PCI s',
               'weigh s', 'claim', 'candidates', 'fitting', 'kept', 'one',
               'best') + ' placed')
-    records = [row for row in result['records'] if not row.get('batch')]
+    records = [row for row in all_records if not row.get('batch')]
     for row in records:
         by_class = row['filter_seconds_by_class']
         print('  %-20s %5d %4g %4d %-13s %-5s %8.2f %11.2f %8.2f %9.2f %6.2f '
@@ -246,7 +251,7 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
                   'yes' if row['one_group'] else 'no',
                   'yes' if row['best_fit'] else 'no')
               + (' yes' if row.get('placed', True) else ' no'))
-    batches = [row for row in result['records'] if row.get('batch')]
+    batches = [row for row in all_records if row.get('batch')]
     if batches:
         print_select_destinations_batches({'records': batches})
     starts = {(row['shape'], row['hosts']): row for row in records}
@@ -268,6 +273,81 @@ def print_select_destinations_at_cloud_size(result: dict) -> None:
           'holds Nova\'s filters over the batches it hands them; '
           'required+free: the flavor also requires CUSTOM_GPU_P2P_FREE_<n> '
           '(nova-gpu-p2p flavor --free-trait)')
+
+
+SELECT_CLONED = 'select_destinations_cloned'
+
+
+def select_destinations_cloned() -> dict:
+    """Whole requests at 100 to 1000 hosts, in fresh interpreters.
+
+    lab/select_bench_cloud.py with :attr:`SelectCloud.real_hosts`: the
+    hosts where a server fits are real nova-computes, every other host a
+    clone of one's records, crowded (:mod:`lab.cloned_hosts`). Once with
+    placement as released, once with ``patches/placement``
+    (:mod:`lab.patched_placement`); ``--quick`` only the latter.
+    """
+    from lab import bench_privsep
+    from lab import patched_placement
+    sizes = bench_sizes.SIZES
+    options = [*(('--select-quiet', str(sizes.select_quiet))
+                 if sizes.select_quiet is not None else ()),
+               *(('--select-gpus', ','.join(map(str, sizes.select_gpus)))
+                 if sizes.select_gpus else ())]
+    with patched_placement.copy() as path:
+        patched = bench_privsep.child('cloned', timeout=7200,
+                                      first_path=path, options=options)
+    # --quick: the patched run only, the slower of the two to set up.
+    released = ({'patched': False, 'records': []} if bench_sizes.QUICK_RUN
+                else bench_privsep.child('cloned', timeout=7200,
+                                         options=options))
+    if released['patched'] or not patched['patched']:
+        raise RuntimeError('%s: the released run imported a patched '
+                           'placement or the patched run did not'
+                           % SELECT_CLONED)
+    return {'records': released['records'] + patched['records']}
+
+
+def child_cloned() -> dict:
+    """:func:`select_destinations_cloned`'s clouds in this interpreter."""
+    from lab import patched_placement
+    patched = patched_placement.is_patched()
+    sizes = bench_sizes.SIZES
+    return {'patched': patched, 'records': [
+        dict(record, placement='patched' if patched else 'released')
+        for hosts, real in sizes.cloned_clouds
+        for record in _with_load(cloud_runner.run(
+            'select', cloud=SELECT_CLOUD, shape=CLONED_SHAPE, hosts=hosts,
+            real_hosts=real, busy=False, free_trait=True,
+            caps_per_host=sizes.cloned_caps, compare_stock=True,
+            with_batch=True, batch_size=real * CLONED_BATCH_PER_HOST,
+            quiet_load=sizes.select_quiet,
+            **({'sizes': sizes.select_gpus} if sizes.select_gpus else {})))]}
+
+
+#: The clones' shape: a clique of four each side, so that a crowded
+#: clone (one GPU of each clique held) keeps six free GPUs, which
+#: placement counts, and no free clique of four.
+CLONED_SHAPE = '4+4'
+#: Servers of a batch per real host: one on each free clique of four.
+CLONED_BATCH_PER_HOST = 2
+
+
+def print_select_destinations_cloned(result: dict) -> None:
+    print('\nScheduling at 100 to 1000 hosts: Nova\'s select_destinations '
+          'per request (lab/select_bench_cloud.py, lab/cloned_hosts.py; the '
+          'hosts where a server fits real, every other a clone of one\'s '
+          'records with one GPU of each clique held; cap per host as given, '
+          'breadth-first; computes report CUSTOM_GPU_P2P_FREE_<n>)')
+    for placement in ('released', 'patched'):
+        rows = [row for row in result['records']
+                if row['placement'] == placement]
+        if not rows:
+            continue
+        print('  placement %s%s:' % (placement, (
+            '' if placement == 'released'
+            else ' (patches/placement)')))
+        _print_select_rows(rows)
 
 
 SELECT_BATCHES = 'select_destinations_batches'

@@ -69,6 +69,13 @@ class Sizes:
     #: The load average select_bench_cloud waits for before its requests
     #: (None: no wait).
     select_quiet: float | None = None
+    #: select_destinations_cloned's clouds: (hosts, real hosts where the
+    #: servers fit; the others crowded clones), and placement's caps per
+    #: host (one per compute node beyond a few hundred, as
+    #: scheduling-scale.rst recommends).
+    cloned_clouds: tuple[tuple[int, int], ...] = (
+        (100, 10), (500, 10), (1000, 10))
+    cloned_caps: tuple[float, ...] = (1,)
     #: select_destinations_batches' cloud sizes, shapes and servers per
     #: request (0: select_bench_cloud.BATCH, two per host at 10 hosts).
     batch_hosts: tuple[int, ...] = (10, 50)
@@ -97,12 +104,13 @@ QUICK = Sizes(
     scale_calls=1, scale_gpus=((1, 1), (4, 2)), scale_nodes=((8, 1), (8, 2)),
     scheduling_ops=200, scheduling_rounds=1, cloud_hosts=(2,),
     cloud_caps=(0,), select_hosts=(2,), select_shapes=('hgx-fabric-manager',),
-    select_caps=(2, 1), select_stock=True, select_batch=True,
+    select_caps=(1,), select_stock=True, select_batch=True,
     select_free_trait=True,
     batch_hosts=(2,), batch_shapes=('hgx-fabric-manager',), batch_size=4,
     fabric_sequences=((2, 2, 4),), privsep_rounds=1, stall_rounds=1,
     verify_p2p_rounds=1, verify_p2p_mib=1, capacity_hosts=(20,),
-    capacity_rounds=1, free_trait_clouds=((4, 1),))
+    capacity_rounds=1, free_trait_clouds=((4, 1),),
+    cloned_clouds=((3, 1),))
 #: This run's sizes: :func:`configure` sets QUICK for --quick.
 SIZES = FULL
 #: Whether this run is --quick (its sizes may be QUICK's, changed).

@@ -54,6 +54,7 @@ from nova.scheduler import host_manager
 from nova.scheduler import utils as scheduler_utils
 from oslo_db.sqlalchemy import engines
 
+from lab import cloned_hosts
 from nova_gpu_p2p.cmd import flavor_commands
 from nova_gpu_p2p import extra_specs
 from nova_gpu_p2p.scheduler import clique_filter
@@ -140,6 +141,11 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
     sizes: tuple[int, ...] = REQUESTS
     #: Servers in :meth:`batch`'s one request.
     batch_size = BATCH
+    #: Hosts started as real nova-computes; the others are clones of the
+    #: first one's records with one GPU of each clique held
+    #: (:mod:`lab.cloned_hosts`), and :meth:`requests` asks only for
+    #: servers they cannot take. None: every host real.
+    real_hosts: int | None = None
     #: Placement's caps (and Nova's limit), per host: :meth:`select`
     #: asks its requests under each in turn, the first also when the
     #: busy hosts' servers boot.
@@ -189,7 +195,11 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         self.flags(report_free_traits=self.free_trait, group='gpu_p2p')
         self.names = ['host%03d' % n for n in range(self.hosts)]
         self.flags(p2p_level=shape.p2p_level, group='gpu_p2p')
-        for hostname in self.names:
+        if self.real_hosts is not None and shape.partitions:
+            raise ValueError('%s: clones have no Fabric Manager; '
+                             'real_hosts needs a sysfs shape' % self.shape)
+        real = self.names[:self.real_hosts]
+        for hostname in real:
             self.start_gpu_compute(
                 hostname, shape.corpus_host,
                 gpu_p2p_options={'p2p_level': shape.p2p_level})
@@ -206,7 +216,8 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
                      if function.is_nvidia_gpu}
         #: The GPUs in use on each host.
         self.used: dict[str, set[str]] = {name: set() for name in self.names}
-        self._occupy(self.names[1::2] if self.busy else [])
+        self._clone(self.names[len(real):])
+        self._occupy(real[1::2] if self.busy else [])
         if self.free_trait:
             # A claim shows in the free sizes at the periodic update.
             self._run_periodics()
@@ -216,6 +227,27 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         self.start_seconds = time.perf_counter() - started
         self.progress('%d hosts of %s started in %.0f s' % (
             self.hosts, self.shape, self.start_seconds))
+
+    def _clone(self, hostnames: list[str]) -> None:
+        """``hostnames`` as clones of the first host, crowded.
+
+        One GPU of each clique held (the first by address): no
+        ``required`` server of a whole clique fits them
+        (:mod:`lab.cloned_hosts`).
+        """
+        if not hostnames:
+            return
+        context = nova_context.get_admin_context()
+        template = cloned_hosts.read_template(context, self.names[0])
+        host = self.computes[self.names[0]].manager.driver.host_gpus
+        held = {min(group) for group in self.groups}
+        manager = self.scheduler.manager.host_manager
+        for count, hostname in enumerate(hostnames, 1):
+            cloned_hosts.clone(context, template, hostname, held, host,
+                               manager)
+            self.used[hostname] = set(held)
+            if count % 100 == 0:
+                self.progress('%d hosts cloned' % count)
 
     def wait_for_quiet(self) -> None:
         """Until the load average is :attr:`quiet_load` (if set)."""
@@ -411,9 +443,14 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         (GPUs, required, with the free trait) each.
         """
         largest = max(len(group) for group in self.groups)
+        clones = self.names[self.hosts if self.real_hosts is None
+                            else self.real_hosts:]
         return [(gpus, required, free) for gpus in self.sizes
                 for required in (True, False)
                 if not required or (gpus > 1 and largest >= gpus)
+                # No nova-compute would build it on a clone.
+                if not any(self.fits(self._free(name), gpus, required)
+                           for name in clones[:1])
                 for free in (False, True)[:1 + (required
                                                 and self.free_trait)]]
 
