@@ -58,6 +58,18 @@ class TestSeries(base.TestCase):
         self.assertIn('+    def test_later_groups_only_read_trees_of_'
                       'earlier_groups(self):', text)
 
+    def test_placement_series_carries_the_per_root_limit(self):
+        """The option, its tests and the release note upstream asks for."""
+        text = ''.join(path.read_text()
+                       for path in (PATCHES / 'placement').glob('*.patch'))
+        self.assertIn("+        'max_allocation_candidates_per_root',", text)
+        self.assertIn('+    def test_max_allocation_candidates_per_root('
+                      'self):', text)
+        self.assertIn('+    def test_max_allocation_candidates_per_root_'
+                      'counts_accepted(self):', text)
+        self.assertIn('+++ b/releasenotes/notes/max-allocation-candidates-'
+                      'per-root-', text)
+
     def test_tool_bad_target_one_line(self):
         for project in ('nova', 'placement'):
             run = _tool('--project', project, 'check',
