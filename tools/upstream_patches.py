@@ -24,9 +24,10 @@ Python imports, i.e. its site-packages or a source tree); a patch already
 applied (named in ``<package>/.<project>-patches-applied``) is skipped,
 so a reused tox env is patched once. Files are copied before they are
 patched: installers hard-link files from their cache, and patching a
-link would patch every environment sharing it. ``check DIR``: ``patch
---dry-run`` of the whole series, for an unpacked sdist. Exit status 1
-and one line naming the patch on failure.
+link would patch every environment sharing it. A patch's files under a
+top directory DIR lacks (a release note, in site-packages) are left
+out. ``check DIR``: ``patch --dry-run`` of the whole series, for an
+unpacked sdist. Exit status 1 and one line naming the patch on failure.
 
 For Nova, ``apply`` without DIR also copies the environment's
 ``etc/nova/api-paste.ini`` beside the installed package, where Nova's own
@@ -65,16 +66,35 @@ def installed_root(project: str) -> pathlib.Path:
     return pathlib.Path(list(spec.submodule_search_locations)[0]).parent
 
 
-def _patch(target: pathlib.Path, patch: pathlib.Path, *args: str) -> bool:
+def _for_target(target: pathlib.Path, patch: pathlib.Path) -> str:
+    """The patch less its files whose top directory target lacks.
+
+    A patch for upstream carries files beside the package, such as its
+    release note, which a site-packages target has no place for: they are
+    left out there rather than created in site-packages, and applied to a
+    source tree.
+    """
+    kept = []
+    keep = True
+    for line in patch.read_text().splitlines(keepends=True):
+        if line.startswith('diff --git a/'):
+            top = line[len('diff --git a/'):].split('/', 1)[0]
+            keep = (target / top).exists()
+        if keep:
+            kept.append(line)
+    return ''.join(kept)
+
+
+def _patch(target: pathlib.Path, patch: str, *args: str) -> bool:
     return subprocess.run(
-        ['patch', '-p1', '--batch', '--silent', '-d', str(target),
-         '-i', str(patch), *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+        ['patch', '-p1', '--batch', '--silent', '-d', str(target), *args],
+        input=patch, text=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL).returncode == 0
 
 
-def _unlink_copies(target: pathlib.Path, patch: pathlib.Path) -> None:
+def _unlink_copies(target: pathlib.Path, patch: str) -> None:
     """Give each file the patch touches an inode of its own."""
-    for line in patch.read_text().splitlines():
+    for line in patch.splitlines():
         if not line.startswith('+++ b/'):
             continue
         path = target / line[len('+++ b/'):].split('\t')[0]
@@ -96,11 +116,12 @@ def apply(target: pathlib.Path, project: str) -> int:
         if patch.name in done:
             print('%s: already applied' % patch.name)
             continue
-        if not _patch(target, patch, '--dry-run', '--forward'):
+        text = _for_target(target, patch)
+        if not _patch(target, text, '--dry-run', '--forward'):
             print('%s does not apply to %s' % (patch.name, target))
             return 1
-        _unlink_copies(target, patch)
-        _patch(target, patch, '--forward')
+        _unlink_copies(target, text)
+        _patch(target, text, '--forward')
         done.append(patch.name)
         applied.write_text('\n'.join(done) + '\n')
         print('%s: applied' % patch.name)
@@ -125,7 +146,7 @@ def check(target: pathlib.Path, project: str) -> int:
     shutil.copytree(target / project, scratch / project)
     try:
         for patch in series(project):
-            if not _patch(scratch, patch, '--forward'):
+            if not _patch(scratch, _for_target(scratch, patch), '--forward'):
                 print('%s does not apply to %s' % (patch.name, target))
                 return 1
             print('%s: applies' % patch.name)

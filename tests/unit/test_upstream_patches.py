@@ -16,6 +16,7 @@
 tool, tools/upstream_patches.py."""
 
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -57,6 +58,38 @@ class TestSeries(base.TestCase):
         self.assertIn('+    def narrow_anchors(self, root_ids):', text)
         self.assertIn('+    def test_later_groups_only_read_trees_of_'
                       'earlier_groups(self):', text)
+
+    def test_placement_series_carries_the_per_root_limit(self):
+        """The option, its tests and the release note upstream asks for."""
+        text = ''.join(path.read_text()
+                       for path in (PATCHES / 'placement').glob('*.patch'))
+        self.assertIn("+        'max_allocation_candidates_per_root',", text)
+        self.assertIn('+    def test_max_allocation_candidates_per_root('
+                      'self):', text)
+        self.assertIn('+    def test_max_allocation_candidates_per_root_'
+                      'counts_accepted(self):', text)
+        self.assertIn('+++ b/releasenotes/notes/max-allocation-candidates-'
+                      'per-root-', text)
+
+    def test_release_notes_only_where_the_target_has_them(self):
+        """Not created in site-packages; applied to a source tree."""
+        import placement
+        source = pathlib.Path(placement.__file__).parent
+        for source_tree in (False, True):
+            target = pathlib.Path(self.useFixture(fixtures.TempDir()).path)
+            shutil.copytree(source, target / 'placement',
+                            ignore=shutil.ignore_patterns('__pycache__'))
+            if source_tree:
+                (target / 'releasenotes' / 'notes').mkdir(parents=True)
+            run = _tool('--project', 'placement', 'apply', str(target))
+            self.assertEqual(0, run.returncode, run.stdout)
+            self.assertEqual(
+                ['placement', 'releasenotes'][:1 + source_tree],
+                sorted(path.name for path in target.iterdir()))
+            self.assertEqual(
+                source_tree,
+                any(target.glob('releasenotes/notes/max-allocation-'
+                                'candidates-per-root-*.yaml')))
 
     def test_tool_bad_target_one_line(self):
         for project in ('nova', 'placement'):
