@@ -374,15 +374,16 @@ def select_destinations_batches() -> dict:
 def print_select_destinations_batches(result: dict) -> None:
     print('\nScheduling batches: one request for N required servers '
           '(lab/select_bench_cloud.py; idle hosts, settings as above)')
-    print('  %-20s %5s %-5s %7s %4s %8s %12s %9s %11s %9s %6s %8s' % (
-        'shape', 'hosts', 'nova', 'servers', 'GPUs', 'select s',
+    print('  %-20s %5s %-5s %-13s %7s %4s %8s %12s %9s %11s %9s %6s %8s' % (
+        'shape', 'hosts', 'nova', 'flavor', 'servers', 'GPUs', 'select s',
         'per server s', 'single s', 'placement s', 'filters s', 'hosts',
         'one'))
     for row in result['records']:
-        print('  %-20s %5d %-5s %7d %4d %8.2f %12.3f %9.2f %11.2f %9.2f %6s '
-              '%8s' % (
+        print('  %-20s %5d %-5s %-13s %7d %4d %8.2f %12.3f %9.2f %11.2f '
+              '%9.2f %6s %8s' % (
                   row['shape'], row['hosts'],
                   'stock' if row.get('stock') else 'ours',
+                  _flavor(dict(row, required=True)),
                   row['servers'], row['gpus'],
                   row['select_seconds'], row['per_server_seconds'],
                   row['single_seconds'], row['placement_seconds'],

@@ -125,9 +125,13 @@ def clone(context, template: Template, hostname: str, held: set[str],
         scheduler_hosts.sync_instance_info(context, hostname, [])
 
 
-def _trait_ids(connection, names: set[str]) -> list[int]:
-    """The traits' ids, those not in placement yet created (custom)."""
-    for name in names:
+def _trait_ids(connection, names: set[str], create: bool = False
+               ) -> list[int]:
+    """The ids of those of the traits placement has; ``create`` the rest.
+
+    As placement creates a custom trait the first time it is set.
+    """
+    for name in names if create else ():
         if not _rows(connection, 'SELECT id FROM traits WHERE name = :name',
                      name=name):
             connection.execute(sqlalchemy.text(
@@ -142,9 +146,9 @@ def _placement_rows(template: Template, hostname: str, held: set[str],
     """The clone's provider tree and usage; its UUIDs by template id."""
     insert = sqlalchemy.text
     with _engine().begin() as connection:
-        free_ids = set(_trait_ids(connection, set(traits.GPU_P2P_FREE.values(
-        ))))
-        now_free = _trait_ids(connection, free)
+        free_ids = set(_trait_ids(connection,
+                                  set(traits.GPU_P2P_FREE.values())))
+        now_free = _trait_ids(connection, free, create=True)
         first, = _rows(connection, 'SELECT COALESCE(MAX(id), 0) + 1 AS id '
                        'FROM resource_providers')
         ids = {old: first['id'] + n

@@ -188,10 +188,10 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         self.flags(instances=max(self.hosts, self.batch_size) + 1,
                    cores=-1, ram=-1,
                    group='quota')
-        self.cap_placement(self.cap(self.caps_per_host[0]))
         if self.candidates_per_host is not None:
             self.flags(candidates_per_host=self.candidates_per_host,
                        group='gpu_p2p')
+        self.cap_placement(self.cap(self.caps_per_host[0]))
         self.flags(report_free_traits=self.free_trait, group='gpu_p2p')
         self.names = ['host%03d' % n for n in range(self.hosts)]
         self.flags(p2p_level=shape.p2p_level, group='gpu_p2p')
@@ -584,18 +584,23 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         return ('ACTIVE', 'ERROR') if refusable else 'ACTIVE'
 
     def batch_here(self, stock: bool) -> None:
-        """:meth:`batch` on this cloud, its servers deleted after."""
-        for server in self.batch(stock):
-            self.delete(server)
+        """:meth:`batch` on this cloud, its servers deleted after.
 
-    def batch(self, stock: bool = False) -> list[dict]:
+        With :attr:`free_trait` again with the ``--free-trait`` flavor.
+        """
+        for free in (False, True)[:1 + self.free_trait]:
+            for server in self.batch(stock, free):
+                self.delete(server)
+
+    def batch(self, stock: bool = False, free: bool = False) -> list[dict]:
         """A single request, then :attr:`batch_size` in one, recorded.
 
-        Both of :data:`BATCH_GPUS` ``required`` GPUs; the batch's record
+        Both of :data:`BATCH_GPUS` ``required`` GPUs (the flavor also
+        requiring their free-size trait if ``free``); the batch's record
         has the time of its one ``select_destinations``, its servers per
         host and how many of them are one clique (partition) each.
         """
-        flavor = self.bench_flavor(BATCH_GPUS, required=True)
+        flavor = self.bench_flavor(BATCH_GPUS, required=True, free_trait=free)
         self._clear_timings()
         single = self._boot_or_refused(flavor, stock)
         (single_seconds, _), = self.timings['select']
@@ -612,7 +617,7 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             per_host[host] = per_host.get(host, 0) + 1
         self.sink({
             'shape': self.shape, 'hosts': self.hosts, 'gpus': BATCH_GPUS,
-            'batch': True, 'stock': stock,
+            'batch': True, 'stock': stock, 'free_trait': free,
             'servers': len(servers), 'placed': len(placed),
             'select_seconds': select,
             'per_server_seconds': select / len(servers),

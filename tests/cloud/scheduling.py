@@ -41,6 +41,8 @@ from tests.fixtures import hosts
 from tests.fixtures import waits
 
 CONF = nova_conf.CONF
+#: patches/placement's option: at most this many candidates per tree.
+PER_ROOT = 'max_allocation_candidates_per_root'
 
 #: The corpus host of every compute here: four PCIe switches with two
 #: A100s each, two switches per socket. Its cliques follow [gpu_p2p]
@@ -232,12 +234,17 @@ class CliqueSchedulingBase(waits.PatientWaits, base.GPUHostsTestBase):
         """Placement's cap, shared breadth-first and optimized.
 
         As scheduling-scale.rst recommends placement's settings, the
-        number aside; Nova's limit the same.
+        number aside; Nova's limit the same. With ``patches/placement``
+        also its cap per tree, ``[gpu_p2p] candidates_per_host``.
         """
         self.flags(max_placement_results=cap, group='scheduler')
-        self.placement_fixture.conf_fixture.config(
+        conf = self.placement_fixture.conf_fixture
+        conf.config(
             group='placement', max_allocation_candidates=cap,
             allocation_candidates_generation_strategy='breadth-first')
+        if PER_ROOT in conf.conf.placement.keys():
+            conf.config(group='placement', **{
+                PER_ROOT: CONF.gpu_p2p.candidates_per_host})
         self.placement_fixture.conf_fixture.config(
             group='workarounds', optimize_for_wide_provider_trees=True)
 
