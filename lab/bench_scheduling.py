@@ -297,7 +297,8 @@ def select_destinations_cloned() -> dict:
     with patched_placement.copy() as path:
         patched = bench_privsep.child('cloned', timeout=7200,
                                       first_path=path, options=options)
-    # --quick: the patched run only, the slower of the two to set up.
+    # --quick: the patched run only, which also goes through the patched
+    # copy; the two runs share every other line.
     released = ({'patched': False, 'records': []} if bench_sizes.QUICK_RUN
                 else bench_privsep.child('cloned', timeout=7200,
                                          options=options))
@@ -383,7 +384,7 @@ def print_select_destinations_batches(result: dict) -> None:
               '%9.2f %6s %8s' % (
                   row['shape'], row['hosts'],
                   'stock' if row.get('stock') else 'ours',
-                  _flavor(dict(row, required=True)),
+                  _flavor(row),
                   row['servers'], row['gpus'],
                   row['select_seconds'], row['per_server_seconds'],
                   row['single_seconds'], row['placement_seconds'],

@@ -443,8 +443,8 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
         (GPUs, required, with the free trait) each.
         """
         largest = max(len(group) for group in self.groups)
-        clones = self.names[self.hosts if self.real_hosts is None
-                            else self.real_hosts:]
+        clones = ([] if self.real_hosts is None
+                  else self.names[self.real_hosts:])
         return [(gpus, required, free) for gpus in self.sizes
                 for required in (True, False)
                 if not required or (gpus > 1 and largest >= gpus)
@@ -617,7 +617,8 @@ class SelectCloud(scheduling.CliqueSchedulingBase):
             per_host[host] = per_host.get(host, 0) + 1
         self.sink({
             'shape': self.shape, 'hosts': self.hosts, 'gpus': BATCH_GPUS,
-            'batch': True, 'stock': stock, 'free_trait': free,
+            'batch': True, 'stock': stock, 'required': True,
+            'free_trait': free,
             'servers': len(servers), 'placed': len(placed),
             'select_seconds': select,
             'per_server_seconds': select / len(servers),
